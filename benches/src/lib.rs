@@ -1,0 +1,1 @@
+//! Benchmarks for Cellar; see benches/.

@@ -1,0 +1,98 @@
+//! Builder of keyed blocks (data and index blocks; SPEC.md §4.3).
+//!
+//! ```text
+//! entry    := shared varint32 | unshared varint32 | value_len varint32 | tags_len varint32
+//!             | key_delta[unshared] | value[value_len] | tags[tags_len]
+//! payload  := entry* | restart u32 LE * num_restarts | num_restarts u32 LE
+//! ```
+//! Every `restart_interval`-th entry stores its whole key (`shared = 0`) and its offset goes in
+//! the restart array, which is what binary search and backward iteration start from.
+
+use crate::coding::put_varint32;
+
+/// Accumulates sorted entries into one raw block payload.
+#[derive(Debug, Clone)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    since_restart: usize,
+    last_key: Vec<u8>,
+    entries: usize,
+}
+
+impl BlockBuilder {
+    /// A builder that stores a whole key every `restart_interval` entries (at least 1).
+    pub fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: Vec::new(),
+            restart_interval: restart_interval.max(1),
+            since_restart: 0,
+            last_key: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    /// Append an entry. Keys must come in increasing order; the writer checks that.
+    pub fn add(&mut self, key: &[u8], value: &[u8], tags: &[u8]) {
+        let shared = if self.since_restart == 0 || self.since_restart >= self.restart_interval {
+            self.restarts.push(self.buf.len() as u32);
+            self.since_restart = 0;
+            0
+        } else {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let unshared = key.get(shared..).unwrap_or_default();
+        put_varint32(&mut self.buf, shared as u32);
+        put_varint32(&mut self.buf, unshared.len() as u32);
+        put_varint32(&mut self.buf, value.len() as u32);
+        put_varint32(&mut self.buf, tags.len() as u32);
+        self.buf.extend_from_slice(unshared);
+        self.buf.extend_from_slice(value);
+        self.buf.extend_from_slice(tags);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(unshared);
+        self.since_restart += 1;
+        self.entries += 1;
+    }
+
+    /// Size of the payload if finished now.
+    pub fn estimated_size(&self) -> usize {
+        self.buf.len() + 4 * self.restarts.len() + 4
+    }
+
+    /// Entries added since the last reset.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// True when nothing was added since the last reset.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// The last key added.
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Finish the payload and reset the builder for the next block.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        out.reserve(4 * self.restarts.len() + 4);
+        for r in &self.restarts {
+            out.extend_from_slice(&r.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.restarts.clear();
+        self.since_restart = 0;
+        self.last_key.clear();
+        self.entries = 0;
+        out
+    }
+}

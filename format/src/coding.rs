@@ -1,0 +1,178 @@
+//! Integer encodings (SPEC.md §2) and a bounds-checked decoding cursor.
+//!
+//! Fixed-width integers are little-endian. Varints are unsigned LEB128: seven bits per byte,
+//! low group first, high bit set on every byte but the last; at most 5 bytes for a `u32` and 10
+//! for a `u64`, and an encoding longer than that, or one whose value overflows, is malformed.
+
+use crate::error::{malformed, Malformed};
+
+/// Append `v` as a varint.
+pub fn put_varint64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Append `v` as a varint.
+pub fn put_varint32(out: &mut Vec<u8>, v: u32) {
+    put_varint64(out, u64::from(v));
+}
+
+/// Number of bytes [`put_varint64`] writes for `v`.
+pub fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// A read position in a byte slice whose every read is bounds-checked and names the field
+/// it was reading, so that a truncated structure reports *what* was cut short.
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// True when every byte has been consumed.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Malformed> {
+        match self.buf.get(self.pos..).and_then(|rest| rest.get(..n)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => malformed(format!(
+                "{what} truncated: needs {n} bytes, {} left",
+                self.remaining()
+            )),
+        }
+    }
+
+    /// The next `N` bytes as an array.
+    pub fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], Malformed> {
+        let s = self.take(N, what)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    /// A byte.
+    pub fn u8(&mut self, what: &str) -> Result<u8, Malformed> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    /// A little-endian `u16`.
+    pub fn u16(&mut self, what: &str) -> Result<u16, Malformed> {
+        Ok(u16::from_le_bytes(self.array(what)?))
+    }
+
+    /// A little-endian `u32`.
+    pub fn u32(&mut self, what: &str) -> Result<u32, Malformed> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+
+    /// A little-endian `u64`.
+    pub fn u64(&mut self, what: &str) -> Result<u64, Malformed> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    /// A varint of at most 64 bits.
+    pub fn varint64(&mut self, what: &str) -> Result<u64, Malformed> {
+        let mut v: u64 = 0;
+        for i in 0..10u32 {
+            let b = self.u8(what)?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && bits > 1 {
+                return malformed(format!("{what} varint overflows 64 bits"));
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        malformed(format!("{what} varint longer than 10 bytes"))
+    }
+
+    /// A varint of at most 32 bits.
+    pub fn varint32(&mut self, what: &str) -> Result<u32, Malformed> {
+        let v = self.varint64(what)?;
+        u32::try_from(v).or_else(|_| malformed(format!("{what} varint {v} overflows 32 bits")))
+    }
+
+    /// A varint used as a length of bytes still in this buffer: checked against what is left
+    /// before anything is allocated or sliced.
+    pub fn len_prefixed(&mut self, what: &str) -> Result<&'a [u8], Malformed> {
+        let n = self.varint32(what)? as usize;
+        self.take(n, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trips_edges() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
+            let mut b = Vec::new();
+            put_varint64(&mut b, v);
+            assert_eq!(b.len(), varint_len(v));
+            let mut c = Cursor::new(&b);
+            assert_eq!(c.varint64("v").ok(), Some(v));
+            assert!(c.is_empty());
+        }
+    }
+
+    #[test]
+    fn varint_overlong_and_overflow_are_rejected() {
+        let eleven = [0x80u8; 11];
+        assert!(Cursor::new(&eleven).varint64("v").is_err());
+        let overflow = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        assert!(Cursor::new(&overflow).varint64("v").is_err());
+        let big = [0xff, 0xff, 0xff, 0xff, 0x1f];
+        assert!(Cursor::new(&big).varint32("v").is_err());
+    }
+
+    #[test]
+    fn truncated_reads_name_the_field() {
+        let mut c = Cursor::new(&[1, 2]);
+        let e = c.u32("restart count").unwrap_err();
+        assert!(e.0.contains("restart count truncated"), "{e}");
+        assert!(Cursor::new(&[5, 1]).len_prefixed("key").is_err());
+    }
+}

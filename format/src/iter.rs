@@ -1,0 +1,275 @@
+//! `HFileIter`: a cursor over every cell of a file, through all index levels.
+//!
+//! The iterator keeps one [`BlockIter`] per index level (root first) and one over the current
+//! data block. Moving past the end of a block steps the deepest index level that can still
+//! move and descends again, so forward and backward scans cost one block read per block.
+
+use crate::block::{BlockHandle, BlockIter, BlockType};
+use crate::cell::KeyRef;
+use crate::error::{Malformed, Result};
+use crate::reader::{parsed, HFileReader, ReadAt};
+
+#[derive(Debug, Clone, Copy)]
+enum Descend<'t> {
+    First,
+    Last,
+    Seek(&'t KeyRef<'t>),
+}
+
+/// A level of the cursor: an iterator over one block, and where that block is.
+#[derive(Debug)]
+struct Level {
+    iter: BlockIter,
+    handle: BlockHandle,
+    ty: BlockType,
+}
+
+/// Cursor over a file's cells, in cell order. Verbs as everywhere in Cellar.
+#[derive(Debug)]
+pub struct HFileIter<'r, R: ReadAt> {
+    reader: &'r HFileReader<R>,
+    index: Vec<Level>,
+    data: Option<Level>,
+}
+
+impl<'r, R: ReadAt> HFileIter<'r, R> {
+    pub(crate) fn new(reader: &'r HFileReader<R>) -> Self {
+        HFileIter {
+            reader,
+            index: Vec::new(),
+            data: None,
+        }
+    }
+
+    /// True when positioned on a cell.
+    pub fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.iter.valid())
+    }
+
+    /// Current encoded key (empty when not valid).
+    pub fn key(&self) -> &[u8] {
+        match &self.data {
+            Some(d) if d.iter.valid() => d.iter.key(),
+            _ => &[],
+        }
+    }
+
+    /// Current key, parsed; `None` when not valid.
+    pub fn key_ref(&self) -> Option<KeyRef<'_>> {
+        if !self.valid() {
+            return None;
+        }
+        parsed(self.key())
+    }
+
+    /// Current value.
+    pub fn value(&self) -> &[u8] {
+        match &self.data {
+            Some(d) if d.iter.valid() => d.iter.value(),
+            _ => &[],
+        }
+    }
+
+    /// Current tags.
+    pub fn tags(&self) -> &[u8] {
+        match &self.data {
+            Some(d) if d.iter.valid() => d.iter.tags(),
+            _ => &[],
+        }
+    }
+
+    /// Where the current data block is.
+    pub fn data_block(&self) -> Option<BlockHandle> {
+        self.data.as_ref().map(|d| d.handle)
+    }
+
+    fn fail(&mut self, l: &Level, m: Malformed) -> crate::Error {
+        self.data = None;
+        self.index.clear();
+        self.reader.corrupt(l.handle, l.ty.region(), m)
+    }
+
+    fn reset_to_root(&mut self) {
+        self.data = None;
+        self.index.clear();
+        self.index.push(Level {
+            iter: BlockIter::new(self.reader.root().clone()),
+            handle: self.reader.trailer().root_index,
+            ty: BlockType::RootIndex,
+        });
+    }
+
+    /// Position `it` as `how` says.
+    fn position(it: &mut BlockIter, how: Descend<'_>) -> std::result::Result<(), Malformed> {
+        match how {
+            Descend::First => it.seek_to_first(),
+            Descend::Last => it.seek_to_last(),
+            Descend::Seek(t) => it.seek(t),
+        }
+    }
+
+    /// From the deepest index level, load children down to a data block, positioning each as
+    /// `how` says. Stops (data block unset) when a level is not valid.
+    fn descend(&mut self, how: Descend<'_>) -> Result<()> {
+        loop {
+            let Some(depth) = self.index.len().checked_sub(1) else {
+                return Ok(());
+            };
+            let Some(parent) = self.index.last() else {
+                return Ok(());
+            };
+            if !parent.iter.valid() {
+                return Ok(());
+            }
+            let (ph, pty) = (parent.handle, parent.ty);
+            let value = self
+                .reader
+                .decode_index_value(parent.iter.value(), ph, pty)?;
+            let child_ty = self.reader.child_type(depth);
+            let block = self.reader.read_keyed(value.handle, child_ty)?;
+            let mut level = Level {
+                iter: BlockIter::new(block),
+                handle: value.handle,
+                ty: child_ty,
+            };
+            if let Err(m) = Self::position(&mut level.iter, how) {
+                return Err(self.fail(&level, m));
+            }
+            if child_ty == BlockType::Data {
+                self.data = Some(level);
+                return Ok(());
+            }
+            self.index.push(level);
+        }
+    }
+
+    /// Step the deepest index level that can move in the direction given; false at the end.
+    fn step_index(&mut self, forward: bool) -> Result<bool> {
+        self.data = None;
+        while let Some(mut level) = self.index.pop() {
+            let r = if forward {
+                level.iter.next()
+            } else {
+                level.iter.prev()
+            };
+            if let Err(m) = r {
+                return Err(self.fail(&level, m));
+            }
+            if level.iter.valid() {
+                self.index.push(level);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Move to the first cell of the next data block that has one.
+    fn next_block(&mut self) -> Result<()> {
+        while self.step_index(true)? {
+            self.descend(Descend::First)?;
+            if self.valid() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Move to the last cell of the previous data block that has one.
+    fn prev_block(&mut self) -> Result<()> {
+        while self.step_index(false)? {
+            self.descend(Descend::Last)?;
+            if self.valid() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Position on the first cell.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.reset_to_root();
+        self.position_root(Descend::First)?;
+        self.descend(Descend::First)?;
+        if !self.valid() {
+            self.next_block()?;
+        }
+        Ok(())
+    }
+
+    /// Position on the last cell.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.reset_to_root();
+        self.position_root(Descend::Last)?;
+        self.descend(Descend::Last)?;
+        if !self.valid() {
+            self.prev_block()?;
+        }
+        Ok(())
+    }
+
+    fn position_root(&mut self, how: Descend<'_>) -> Result<()> {
+        let Some(mut root) = self.index.pop() else {
+            return Ok(());
+        };
+        if let Err(m) = Self::position(&mut root.iter, how) {
+            return Err(self.fail(&root, m));
+        }
+        self.index.push(root);
+        Ok(())
+    }
+
+    /// Position on the first cell whose key is `>= target`.
+    pub fn seek(&mut self, target: &KeyRef<'_>) -> Result<()> {
+        self.reset_to_root();
+        self.position_root(Descend::Seek(target))?;
+        self.descend(Descend::Seek(target))?;
+        if !self.valid() {
+            self.next_block()?;
+        }
+        Ok(())
+    }
+
+    /// Position on the last cell whose key is `<= target`.
+    pub fn seek_for_prev(&mut self, target: &KeyRef<'_>) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid() {
+            return self.seek_to_last();
+        }
+        if self.key_ref().is_some_and(|k| k > *target) {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    /// Advance to the next cell.
+    pub fn next(&mut self) -> Result<()> {
+        let Some(mut d) = self.data.take() else {
+            return Ok(());
+        };
+        if let Err(m) = d.iter.next() {
+            return Err(self.fail(&d, m));
+        }
+        let ok = d.iter.valid();
+        self.data = Some(d);
+        if !ok {
+            self.next_block()?;
+        }
+        Ok(())
+    }
+
+    /// Step back to the previous cell.
+    pub fn prev(&mut self) -> Result<()> {
+        let Some(mut d) = self.data.take() else {
+            return Ok(());
+        };
+        if let Err(m) = d.iter.prev() {
+            return Err(self.fail(&d, m));
+        }
+        let ok = d.iter.valid();
+        self.data = Some(d);
+        if !ok {
+            self.prev_block()?;
+        }
+        Ok(())
+    }
+}

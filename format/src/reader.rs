@@ -1,0 +1,485 @@
+//! `HFileReader`: opens a file from its trailer and reads blocks through [`ReadAt`].
+//!
+//! Open reads the trailer, the root index, the file info and the bloom meta block — nothing
+//! proportional to the file's size. Every other block is read on demand, through an optional
+//! [`BlockCache`], with its checksum verified unless the caller turned that off.
+
+use std::sync::Arc;
+
+use crate::block::{unseal_block, Block, BlockHandle, BlockType, Envelope, UnsealError};
+use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType};
+use crate::cell::{CellKey, CellType, KeyRef};
+use crate::error::{Error, Malformed, Region, Result};
+use crate::file_info::FileInfo;
+use crate::index::IndexValue;
+use crate::iter::HFileIter;
+use crate::trailer::{Trailer, TrailerError, TRAILER_LEN};
+use crate::version::FormatVersion;
+
+/// Positional reads of an immutable file. The engine plugs in pread, io_uring or a cache.
+pub trait ReadAt: Send + Sync {
+    /// Fill `buf` from `offset`, or fail (a short file is an error).
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+    /// Size of the file.
+    fn size(&self) -> std::io::Result<u64>;
+}
+
+#[cfg(unix)]
+impl ReadAt for std::fs::File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.get(o..)?.get(..buf.len()))
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.len() as u64)
+    }
+}
+
+impl ReadAt for Vec<u8> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.as_slice().read_exact_at(buf, offset)
+    }
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.len() as u64)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+    fn size(&self) -> std::io::Result<u64> {
+        (**self).size()
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for &T {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+    fn size(&self) -> std::io::Result<u64> {
+        (**self).size()
+    }
+}
+
+/// A decoded block kept by a [`BlockCache`].
+#[derive(Debug, Clone)]
+pub enum CachedBlock {
+    /// A data or index block.
+    Keyed(Arc<Block>),
+    /// A bloom chunk's bits.
+    Bloom(Arc<Vec<u8>>),
+}
+
+/// A cache of decoded blocks shared by readers; keys are `(cache_id, block offset)`.
+pub trait BlockCache: Send + Sync + std::fmt::Debug {
+    /// Look a block up.
+    fn get(&self, cache_id: u64, offset: u64) -> Option<CachedBlock>;
+    /// Offer a block read from disk.
+    fn insert(&self, cache_id: u64, offset: u64, block: CachedBlock);
+}
+
+/// Reader settings.
+#[derive(Debug, Clone)]
+pub struct ReaderOptions {
+    /// Verify each block's checksum when it is read (default true).
+    pub verify_checksums: bool,
+    /// A block cache, and this file's id in it.
+    pub cache: Option<(Arc<dyn BlockCache>, u64)>,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            verify_checksums: true,
+            cache: None,
+        }
+    }
+}
+
+/// An open file.
+#[derive(Debug)]
+pub struct HFileReader<R: ReadAt> {
+    source: R,
+    name: String,
+    file_len: u64,
+    trailer: Trailer,
+    info: FileInfo,
+    root: Arc<Block>,
+    bloom: Option<BloomMeta>,
+    opts: ReaderOptions,
+}
+
+impl<R: ReadAt> HFileReader<R> {
+    /// Open with default options.
+    pub fn open(source: R, name: impl Into<String>) -> Result<Self> {
+        Self::open_with(source, name, ReaderOptions::default())
+    }
+
+    /// Open: trailer, root index, file info, bloom meta.
+    pub fn open_with(source: R, name: impl Into<String>, opts: ReaderOptions) -> Result<Self> {
+        let name = name.into();
+        let file_len = source
+            .size()
+            .map_err(|e| io_err(&name, "reading file size", e))?;
+        let trailer = read_trailer(&source, &name, file_len)?;
+        let mut r = HFileReader {
+            source,
+            name,
+            file_len,
+            trailer,
+            info: FileInfo::default(),
+            root: Arc::new(
+                Block::new(0u32.to_le_bytes().to_vec()).map_err(|m| Error::invalid(m.0))?,
+            ),
+            bloom: None,
+            opts,
+        };
+        r.root = r.read_keyed(trailer.root_index, BlockType::RootIndex)?;
+        let (raw, _) = r.read_block(trailer.file_info, &[BlockType::FileInfo])?;
+        r.info = FileInfo::decode(&raw)
+            .map_err(|m| r.corrupt(trailer.file_info, Region::FileInfo, m))?;
+        if r.info.format_version != trailer.version.0 {
+            return Err(r.corrupt(
+                trailer.file_info,
+                Region::FileInfo,
+                Malformed(format!(
+                    "file info says format version {}, trailer says {}",
+                    r.info.format_version, trailer.version.0
+                )),
+            ));
+        }
+        if let Some(h) = trailer.bloom_meta {
+            let (raw, _) = r.read_block(h, &[BlockType::BloomMeta])?;
+            let meta = BloomMeta::decode(&raw).map_err(|m| r.corrupt(h, Region::BloomMeta, m))?;
+            r.bloom = Some(meta);
+        }
+        Ok(r)
+    }
+
+    /// The file's name as given at open.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Size of the file.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// The trailer.
+    pub fn trailer(&self) -> &Trailer {
+        &self.trailer
+    }
+
+    /// The format version.
+    pub fn version(&self) -> FormatVersion {
+        self.trailer.version
+    }
+
+    /// The file info.
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+
+    /// The bloom meta block, if the file has a filter.
+    pub fn bloom_meta(&self) -> Option<&BloomMeta> {
+        self.bloom.as_ref()
+    }
+
+    /// The root index block.
+    pub fn root(&self) -> &Arc<Block> {
+        &self.root
+    }
+
+    /// End of the block region (where the trailer starts).
+    pub fn data_end(&self) -> u64 {
+        self.file_len - TRAILER_LEN as u64
+    }
+
+    /// A cursor over every cell.
+    pub fn iter(&self) -> HFileIter<'_, R> {
+        HFileIter::new(self)
+    }
+
+    pub(crate) fn corrupt(&self, h: BlockHandle, region: Region, m: Malformed) -> Error {
+        m.at(&self.name, h.offset, region)
+    }
+
+    /// Read a block, check its envelope, checksum (if enabled) and type, decompress it.
+    pub fn read_block(
+        &self,
+        h: BlockHandle,
+        expected: &[BlockType],
+    ) -> Result<(Vec<u8>, Envelope)> {
+        read_block_from(
+            &self.source,
+            &self.name,
+            self.data_end(),
+            h,
+            expected,
+            self.opts.verify_checksums,
+        )
+    }
+
+    /// Read a data or index block (through the cache).
+    pub fn read_keyed(&self, h: BlockHandle, ty: BlockType) -> Result<Arc<Block>> {
+        if let Some((cache, id)) = &self.opts.cache {
+            if let Some(CachedBlock::Keyed(b)) = cache.get(*id, h.offset) {
+                return Ok(b);
+            }
+        }
+        let (raw, _) = self.read_block(h, &[ty])?;
+        let block = Arc::new(Block::new(raw).map_err(|m| self.corrupt(h, ty.region(), m))?);
+        if let Some((cache, id)) = &self.opts.cache {
+            cache.insert(*id, h.offset, CachedBlock::Keyed(block.clone()));
+        }
+        Ok(block)
+    }
+
+    /// Read bloom chunk `i` (through the cache).
+    pub fn read_bloom_chunk(&self, i: usize) -> Result<Arc<Vec<u8>>> {
+        let Some(meta) = &self.bloom else {
+            return Err(Error::invalid("file has no bloom filter"));
+        };
+        let Some(chunk) = meta.chunks.get(i) else {
+            return Err(Error::invalid(format!("no bloom chunk {i}")));
+        };
+        let h = chunk.handle;
+        if let Some((cache, id)) = &self.opts.cache {
+            if let Some(CachedBlock::Bloom(b)) = cache.get(*id, h.offset) {
+                return Ok(b);
+            }
+        }
+        let (raw, _) = self.read_block(h, &[BlockType::BloomChunk])?;
+        let bits = Arc::new(raw);
+        if let Some((cache, id)) = &self.opts.cache {
+            cache.insert(*id, h.offset, CachedBlock::Bloom(bits.clone()));
+        }
+        Ok(bits)
+    }
+
+    /// The block type of the children of an index block at `depth` (0 = root).
+    pub fn child_type(&self, depth: usize) -> BlockType {
+        let levels = usize::from(self.trailer.index_levels);
+        if depth + 1 >= levels {
+            BlockType::Data
+        } else if depth + 2 == levels {
+            BlockType::LeafIndex
+        } else {
+            BlockType::IntermediateIndex
+        }
+    }
+
+    /// Whether the filter may hold a bloom key (false only when it certainly does not).
+    fn probe(&self, key: &[u8]) -> Result<bool> {
+        let Some(meta) = &self.bloom else {
+            return Ok(true);
+        };
+        let Some(i) = meta.chunk_for(key) else {
+            return Ok(false);
+        };
+        let bits = self.read_bloom_chunk(i)?;
+        Ok(chunk_may_contain(&bits, meta.num_probes, hash_key(key)))
+    }
+
+    /// Whether the file may hold cells of `row` (false only when it certainly does not).
+    /// Answers `true` when the filter cannot tell (no filter, or ROWCOL).
+    pub fn may_contain_row(&self, row: &[u8]) -> Result<bool> {
+        let Some(meta) = &self.bloom else {
+            return Ok(true);
+        };
+        let mut key = Vec::new();
+        match meta.bloom_type {
+            BloomType::Row | BloomType::RowPrefix(_) => {
+                meta.bloom_type.key(row, &[], &mut key);
+                self.probe(&key)
+            }
+            BloomType::RowCol | BloomType::None => Ok(true),
+        }
+    }
+
+    /// Whether the file may hold cells of column `(row, qualifier)` or a family marker of `row`
+    /// that could mask it (false only when it certainly holds neither).
+    pub fn may_contain_column(&self, row: &[u8], qualifier: &[u8]) -> Result<bool> {
+        let Some(meta) = &self.bloom else {
+            return Ok(true);
+        };
+        if meta.bloom_type != BloomType::RowCol {
+            return self.may_contain_row(row);
+        }
+        let mut key = Vec::new();
+        meta.bloom_type.key(row, qualifier, &mut key);
+        if self.probe(&key)? {
+            return Ok(true);
+        }
+        let has_family_markers = self.info.count_of(CellType::DeleteFamily) > 0
+            || self.info.count_of(CellType::DeleteFamilyVersion) > 0;
+        if has_family_markers && !qualifier.is_empty() {
+            meta.bloom_type.key(row, &[], &mut key);
+            return self.probe(&key);
+        }
+        Ok(false)
+    }
+
+    /// Every cell of column `(row, qualifier)` in this file, newest first, with values.
+    pub fn get_column(&self, row: &[u8], qualifier: &[u8]) -> Result<Vec<(CellKey, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if !self.may_contain_column(row, qualifier)? {
+            return Ok(out);
+        }
+        let target = CellKey::first_on_column(row, &self.info.family, qualifier);
+        let mut it = self.iter();
+        it.seek(&target.as_ref())?;
+        while let Some(k) = it.key_ref() {
+            if k.row != row || k.qualifier != qualifier {
+                break;
+            }
+            out.push((k.to_owned_key(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Decode an index entry's value read from a block at `h` of type `ty`.
+    pub fn decode_index_value<'v>(
+        &self,
+        value: &'v [u8],
+        h: BlockHandle,
+        ty: BlockType,
+    ) -> Result<IndexValue<'v>> {
+        IndexValue::decode(value).map_err(|m| self.corrupt(h, ty.region(), m))
+    }
+}
+
+/// Read and decode the trailer of a file of `file_len` bytes, checking that its handles stay
+/// inside the block region.
+pub fn read_trailer<R: ReadAt + ?Sized>(source: &R, name: &str, file_len: u64) -> Result<Trailer> {
+    let corrupt = |offset: u64, what: String| Error::Corruption {
+        file: name.to_owned(),
+        offset,
+        region: Region::Trailer,
+        what,
+    };
+    if file_len < TRAILER_LEN as u64 {
+        return Err(corrupt(
+            0,
+            format!("file of {file_len} bytes is shorter than the {TRAILER_LEN}-byte trailer"),
+        ));
+    }
+    let at = file_len - TRAILER_LEN as u64;
+    let mut buf = [0u8; TRAILER_LEN];
+    source
+        .read_exact_at(&mut buf, at)
+        .map_err(|e| io_err(name, "reading trailer", e))?;
+    let t = Trailer::decode(&buf).map_err(|e| match e {
+        TrailerError::BadMagic(m) => corrupt(
+            at,
+            format!(
+                "bad magic {} (expected {})",
+                crate::display::to_string_binary(&m),
+                crate::display::to_string_binary(&crate::trailer::MAGIC)
+            ),
+        ),
+        TrailerError::Checksum { expected, actual } => Error::ChecksumMismatch {
+            file: name.to_owned(),
+            offset: at,
+            region: Region::Trailer,
+            expected,
+            actual,
+        },
+        TrailerError::Unsupported(v) => Error::Unsupported {
+            file: name.to_owned(),
+            version: v,
+            min: FormatVersion::MIN_READ.0,
+            max: FormatVersion::CURRENT.0,
+        },
+        TrailerError::Malformed(m) => corrupt(at, m.0),
+    })?;
+    for (what, h) in [
+        ("root index", Some(t.root_index)),
+        ("file info", Some(t.file_info)),
+        ("bloom meta", t.bloom_meta),
+    ] {
+        if let Some(h) = h {
+            if h.end() > at || h.offset > at {
+                return Err(corrupt(
+                    at,
+                    format!(
+                        "{what} handle {}+{} points past the block region end {at}",
+                        h.offset,
+                        h.total_len()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// Read the block at `h` from `source` (whose block region ends at `data_end`), check its
+/// envelope, checksum (if `verify`) and type, and decompress it.
+pub fn read_block_from<R: ReadAt + ?Sized>(
+    source: &R,
+    name: &str,
+    data_end: u64,
+    h: BlockHandle,
+    expected: &[BlockType],
+    verify: bool,
+) -> Result<(Vec<u8>, Envelope)> {
+    let region = expected.first().map_or(Region::File, |t| t.region());
+    let corrupt = |what: String| Error::Corruption {
+        file: name.to_owned(),
+        offset: h.offset,
+        region,
+        what,
+    };
+    if h.end() > data_end || h.offset > data_end {
+        return Err(corrupt(format!(
+            "block handle {}+{} runs past the end of the block region at {data_end}",
+            h.offset,
+            h.total_len()
+        )));
+    }
+    let mut buf = vec![0u8; h.total_len() as usize];
+    source
+        .read_exact_at(&mut buf, h.offset)
+        .map_err(|e| io_err(name, &format!("reading {region} at {}", h.offset), e))?;
+    unseal_block(&buf, h.offset, expected, verify).map_err(|e| match e {
+        UnsealError::Checksum { expected, actual } => Error::ChecksumMismatch {
+            file: name.to_owned(),
+            offset: h.offset,
+            region,
+            expected,
+            actual,
+        },
+        UnsealError::Malformed(m) => corrupt(m.0),
+    })
+}
+
+fn io_err(name: &str, doing: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        file: name.to_owned(),
+        doing: doing.to_owned(),
+        source,
+    }
+}
+
+/// Make sure a parsed key is present (helper for callers of [`KeyRef::parse`] on keys the block
+/// decoder already validated).
+pub(crate) fn parsed(key: &[u8]) -> Option<KeyRef<'_>> {
+    KeyRef::parse(key).ok()
+}
