@@ -64,6 +64,22 @@ impl Block {
         Ok(Cursor::new(bytes).u32("restart point")? as usize)
     }
 
+    /// The whole key stored at restart point `i` (a restart entry shares nothing), borrowed
+    /// from the block: binary search probes without allocating.
+    fn restart_key(&self, i: usize) -> Result<&[u8], Malformed> {
+        let off = self.restart(i)?;
+        let region = self.data.get(off..self.restarts_offset).unwrap_or_default();
+        let mut c = Cursor::new(region);
+        let shared = c.varint32("entry shared length")?;
+        if shared != 0 {
+            return malformed(format!("restart entry at {off} shares {shared} bytes"));
+        }
+        let unshared = c.varint32("entry unshared length")? as usize;
+        c.varint32("entry value length")?;
+        c.varint32("entry tags length")?;
+        c.take(unshared, "entry key")
+    }
+
     /// Number of restart points.
     pub fn num_restarts(&self) -> usize {
         self.num_restarts
@@ -277,10 +293,8 @@ impl BlockIter {
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            let off = self.block.restart(mid)?;
-            let mut k = Vec::new();
-            let (_, _) = self.block.decode_at(off, &mut k)?;
-            if cmp_to(&k, target) == Ordering::Less {
+            let k = self.block.restart_key(mid)?;
+            if cmp_to(k, target) == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid - 1;
