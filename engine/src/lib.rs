@@ -1,8 +1,14 @@
 //! `cellar`: the embeddable engine (memstore, WAL, flush, manifest, compaction, cache, MVCC
 //! read path, admin, recovery).
 //!
-//! **Not built yet.** This crate exists so the workspace has the layout of DEVELOPERS.md; the
-//! write path is the next piece of work (see SPEC.md §16). Today it only re-exports the file
-//! format, which is complete: [`format`].
+//! **Under construction.** What exists: the error type, the file-system layer ([`fs`]) and the
+//! write-ahead log ([`wal`]). The rest of the write path (memstore, flush, manifest, recovery,
+//! the public `Db` API) is the next piece of work; the file format it builds on is complete in
+//! [`format`].
+
+pub mod error;
+pub mod fs;
+pub mod wal;
 
 pub use cellar_format as format;
+pub use error::{Error, Result};

@@ -1,0 +1,52 @@
+//! The WAL's device: how the writer thread gets a group's bytes into a segment file and, when
+//! asked, makes them durable.
+//!
+//! Contract of [`WalDevice::write`]: when it returns `Ok`, all of `buf` is written at `offset`
+//! (short writes were continued), and if `sync` is true an fdatasync of `file` has completed
+//! that *started after* every byte of `buf` (and every earlier write of the same thread) had
+//! completed. On `Err` nothing is promised and the WAL poisons itself; the device never retries
+//! a failed fsync. An empty `buf` with `sync` is a plain fdatasync.
+
+use std::io;
+use std::sync::Arc;
+
+use crate::fs::File;
+
+/// Which device implementation writes the WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// io_uring when the kernel allows it, else [`BackendKind::Sync`]. The environment variable
+    /// `CELLAR_WAL_BACKEND=io_uring|sync` overrides this choice (for tests and CI).
+    #[default]
+    Auto,
+    /// io_uring (Linux): one `Write` linked to an `Fsync(DATASYNC)` per group. Opening fails if
+    /// the ring cannot be set up.
+    IoUring,
+    /// `pwrite` + `fdatasync` from the writer thread.
+    Sync,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Auto => "auto",
+            BackendKind::IoUring => "io_uring",
+            BackendKind::Sync => "sync",
+        })
+    }
+}
+
+/// A synchronous (from the writer thread's view) write-and-maybe-fdatasync primitive.
+pub trait WalDevice: Send + std::fmt::Debug {
+    /// Write all of `buf` at `offset` of `file`; if `sync`, then fdatasync `file`, ordered after
+    /// the write. See the module doc for the exact promise.
+    fn write(
+        &mut self,
+        file: &Arc<dyn File>,
+        offset: u64,
+        buf: &[u8],
+        sync: bool,
+    ) -> io::Result<()>;
+    /// The implementation that runs ([`BackendKind::IoUring`] or [`BackendKind::Sync`]).
+    fn kind(&self) -> BackendKind;
+}

@@ -1,0 +1,485 @@
+//! The write-ahead log.
+//!
+//! **Files.** Segments `{n:020}.wal` in the WAL directory, `n` increasing from 1. A segment is
+//! created with `FileSystem::create` (never reused: O_EXCL), preallocated to
+//! [`WalOptions::segment_size`] and fdatasynced, then the directory is synced, all before any
+//! record in it can be acknowledged. [`Wal::open`] always starts a new segment numbered above
+//! every existing one; it first cuts a torn tail off the newest existing segment (exactly the
+//! bytes `TolerateTornTail` replay ignores), so that a torn write can only ever sit at the end of
+//! the newest segment, the one place replay accepts it.
+//!
+//! **Records** ([`record`]): 25-byte header `checksum u32 | length u32 | kind u8 | segment u64 |
+//! seq u64` (LE) then the payload; masked CRC32C over header bytes 4..25 and the payload. An
+//! all-zero header ends a segment's data (the preallocated tail).
+//!
+//! **Sequence numbers** are assigned by the WAL in `append`, under the queue lock, so file order
+//! equals seq order and seqs strictly increase through the log.
+//!
+//! **Durability** ([`Durability`]): `SkipWal` writes nothing; `AsyncWal` returns once queued;
+//! `SyncWal` returns once the group's write completed into the OS (survives a process crash);
+//! `FsyncWal` returns once an fdatasync that started after the group's write completed has
+//! succeeded (survives power loss). Prefix rule: an acknowledgement of seq S at a level implies
+//! the same for every seq below S.
+//!
+//! **Group commit.** One writer thread ([`writer`]) owns the device; appenders hand records over
+//! through [`commit`] and wait for the `written`/`synced` watermarks. The device is io_uring or
+//! pwrite+fdatasync ([`BackendKind`]).
+//!
+//! **Poisoning.** The first failed write or sync poisons the WAL: the failing group's waiters and
+//! every later non-`SkipWal` append, `sync` and `roll` get [`Error::Poisoned`]. Nothing is
+//! retried; a failed fsync in particular is never retried and trusted.
+//!
+//! **Replay** ([`replay`]) reads segments in order under a [`RecoveryMode`].
+//!
+//! Model checking of the hand-off: see [`commit`] for the loom command.
+
+mod commit;
+mod device;
+mod reader;
+pub mod record;
+mod sync;
+mod sync_shim;
+#[cfg(target_os = "linux")]
+mod uring;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use device::{BackendKind, WalDevice};
+pub use reader::{
+    list_segments, parse_segment_file_name, replay, segment_file_name, RecoveryMode, ReplaySummary,
+    SkippedRange, TornTail,
+};
+pub use sync::SyncDevice;
+#[cfg(target_os = "linux")]
+pub use uring::UringDevice;
+
+use crate::error::{Error, Result};
+use crate::fs::{File, SharedFs};
+
+/// How durable an append must be before it returns (HBase's four levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Assign a seq and write nothing. Lost by any crash.
+    SkipWal,
+    /// Queue the record and return at once; the writer thread writes it shortly. Lost if the
+    /// process dies before that.
+    AsyncWal,
+    /// Return once the record's group was written into the OS: survives a process crash, not a
+    /// power loss.
+    #[default]
+    SyncWal,
+    /// Return once an fdatasync ordered after the record's write succeeded: survives power loss.
+    FsyncWal,
+}
+
+/// Options of [`Wal::open`].
+#[derive(Debug, Clone)]
+pub struct WalOptions {
+    /// Preallocated size of a segment; a segment is rolled when the next record would pass it.
+    /// At least [`MIN_SEGMENT_SIZE`].
+    pub segment_size: u64,
+    /// Which device writes the log.
+    pub backend: BackendKind,
+}
+
+/// Smallest accepted [`WalOptions::segment_size`].
+pub const MIN_SEGMENT_SIZE: u64 = 4096;
+
+/// Environment variable that overrides [`BackendKind::Auto`]: `io_uring` or `sync`.
+pub const BACKEND_ENV: &str = "CELLAR_WAL_BACKEND";
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_size: 64 << 20,
+            backend: BackendKind::Auto,
+        }
+    }
+}
+
+/// Counters of a [`Wal`], read without blocking writers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalStats {
+    /// The device that runs: [`BackendKind::IoUring`] or [`BackendKind::Sync`].
+    pub backend: BackendKind,
+    /// Records written.
+    pub records: u64,
+    /// Framed bytes written.
+    pub bytes: u64,
+    /// Groups (device writes carrying records).
+    pub groups: u64,
+    /// fdatasyncs issued.
+    pub syncs: u64,
+    /// Number of the segment being appended to.
+    pub current_segment: u64,
+    /// Most records written in one group.
+    pub max_group: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct StatsInner {
+    records: AtomicU64,
+    bytes: AtomicU64,
+    groups: AtomicU64,
+    syncs: AtomicU64,
+    current_segment: AtomicU64,
+    max_group: AtomicU64,
+}
+
+/// The write-ahead log: `Send + Sync`, shared by all writers of a database.
+#[derive(Debug)]
+pub struct Wal {
+    shared: sync_shim::Arc<commit::Shared>,
+    stats: Arc<StatsInner>,
+    backend: BackendKind,
+    fs: SharedFs,
+    dir: PathBuf,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn env_backend() -> Option<BackendKind> {
+    let v = std::env::var(BACKEND_ENV).ok()?;
+    match v.trim().to_ascii_lowercase().as_str() {
+        "io_uring" | "iouring" | "uring" => Some(BackendKind::IoUring),
+        "sync" => Some(BackendKind::Sync),
+        "" | "auto" => None,
+        other => {
+            tracing::warn!(value = other, "ignoring unknown {BACKEND_ENV}");
+            None
+        }
+    }
+}
+
+fn select_device(
+    requested: BackendKind,
+    file: &Arc<dyn File>,
+    dir: &Path,
+) -> Result<Box<dyn WalDevice>> {
+    let requested = match requested {
+        BackendKind::Auto => env_backend().unwrap_or(BackendKind::Auto),
+        k => k,
+    };
+    if requested == BackendKind::Sync {
+        return Ok(Box::new(SyncDevice));
+    }
+    if file.raw_fd().is_none() {
+        tracing::info!(
+            "WAL files have no descriptor (simulated file system); using the sync device"
+        );
+        return Ok(Box::new(SyncDevice));
+    }
+    #[cfg(target_os = "linux")]
+    match UringDevice::new() {
+        Ok(d) => Ok(Box::new(d)),
+        Err(e) if requested == BackendKind::Auto => {
+            tracing::info!(error = %e, "io_uring unavailable; the WAL falls back to pwrite+fdatasync");
+            Ok(Box::new(SyncDevice))
+        }
+        Err(e) => Err(Error::io(dir, "setting up io_uring for the WAL", e)),
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        if requested == BackendKind::IoUring {
+            return Err(Error::InvalidArgument(
+                "the io_uring WAL backend exists only on Linux".into(),
+            ));
+        }
+        Ok(Box::new(SyncDevice))
+    }
+}
+
+impl Wal {
+    /// Open the WAL in `dir` (created if missing) and start a new segment. `next_seq` is the
+    /// seq the first append gets; it must exceed every seq already in the log (the caller
+    /// learns the last one from [`replay`]).
+    pub fn open(fs: SharedFs, dir: &Path, opts: WalOptions, next_seq: u64) -> Result<Wal> {
+        if opts.segment_size < MIN_SEGMENT_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "WAL segment size {} is below the minimum {MIN_SEGMENT_SIZE}",
+                opts.segment_size
+            )));
+        }
+        let existed = fs
+            .exists(dir)
+            .map_err(|e| Error::io(dir, "checking the WAL directory", e))?;
+        fs.create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "creating the WAL directory", e))?;
+        if !existed {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent)
+                    .map_err(|e| Error::io(parent, "syncing the WAL directory's parent", e))?;
+            }
+        }
+        let segs = list_segments(&*fs, dir)?;
+        let mut number = 1;
+        if let Some((last_n, last_path)) = segs.last() {
+            number = last_n + 1;
+            match reader::inspect_last_segment(&*fs, last_path, *last_n) {
+                Ok(last) => {
+                    if let Some(off) = last.torn_at {
+                        tracing::info!(
+                            segment = last_n,
+                            offset = off,
+                            "cutting the torn tail off the newest WAL segment"
+                        );
+                        let f = fs
+                            .open(last_path)
+                            .map_err(|e| Error::io(last_path, "opening WAL segment", e))?;
+                        f.truncate(off)
+                            .and_then(|()| f.sync_data())
+                            .map_err(|e| Error::io(last_path, "cutting a torn WAL tail", e))?;
+                    }
+                    if last.last_seq >= next_seq.max(1) {
+                        return Err(Error::InvalidArgument(format!(
+                            "next_seq {next_seq} does not exceed seq {} already in the WAL",
+                            last.last_seq
+                        )));
+                    }
+                }
+                // Real damage is left alone for the caller's replay to report or skip.
+                Err(Error::Corruption { offset, what, .. }) => {
+                    tracing::warn!(
+                        segment = last_n,
+                        offset,
+                        what,
+                        "newest WAL segment is damaged; leaving it as is"
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let seg = writer::create_segment(&*fs, dir, number, opts.segment_size)?;
+        let device = select_device(opts.backend, &seg.file, dir)?;
+        let backend = device.kind();
+        tracing::info!(backend = %backend, dir = %dir.display(), segment = number, "WAL opened");
+        let shared = sync_shim::Arc::new(commit::Shared::new(next_seq));
+        let stats = Arc::new(StatsInner::default());
+        stats.current_segment.store(number, Ordering::Relaxed);
+        let w = writer::Writer {
+            fs: fs.clone(),
+            dir: dir.to_path_buf(),
+            segment_size: opts.segment_size,
+            device,
+            seg,
+            shared: shared.clone(),
+            stats: stats.clone(),
+            buf: Vec::new(),
+            last_written_seq: 0,
+            buf_last_seq: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name("cellar-wal".into())
+            .spawn(move || w.run())
+            .map_err(|e| Error::io(dir, "starting the WAL writer thread", e))?;
+        Ok(Wal {
+            shared,
+            stats,
+            backend,
+            fs,
+            dir: dir.to_path_buf(),
+            thread: Some(thread),
+        })
+    }
+
+    /// Append one record; returns its seq once `d` is satisfied.
+    pub fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
+        if payload.len() > record::MAX_PAYLOAD as usize {
+            return Err(Error::InvalidArgument(format!(
+                "WAL record of {} bytes exceeds the maximum {}",
+                payload.len(),
+                record::MAX_PAYLOAD
+            )));
+        }
+        self.shared.append(payload, d)
+    }
+
+    /// Make every record appended so far durable (as `FsyncWal` would have).
+    pub fn sync(&self) -> Result<()> {
+        self.shared.sync()
+    }
+
+    /// Start a new segment now and return its number: every record appended before the call is
+    /// in an older segment (and durable: the old segment is synced when it is finished).
+    pub fn roll(&self) -> Result<u64> {
+        self.shared.roll()
+    }
+
+    /// Remove every segment numbered below `n` (never the current one) and sync the directory.
+    /// Returns how many were removed. For the engine's flush bookkeeping: call it once the
+    /// records of those segments are persisted elsewhere.
+    pub fn delete_segments_before(&self, n: u64) -> Result<usize> {
+        let limit = n.min(self.stats.current_segment.load(Ordering::Relaxed));
+        let mut removed = 0;
+        for (num, path) in list_segments(&*self.fs, &self.dir)? {
+            if num >= limit {
+                break;
+            }
+            self.fs
+                .remove(&path)
+                .map_err(|e| Error::io(&path, "removing a WAL segment", e))?;
+            removed += 1;
+        }
+        if removed > 0 {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, "syncing the WAL directory", e))?;
+        }
+        Ok(removed)
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> WalStats {
+        let s = &self.stats;
+        WalStats {
+            backend: self.backend,
+            records: s.records.load(Ordering::Relaxed),
+            bytes: s.bytes.load(Ordering::Relaxed),
+            groups: s.groups.load(Ordering::Relaxed),
+            syncs: s.syncs.load(Ordering::Relaxed),
+            current_segment: s.current_segment.load(Ordering::Relaxed),
+            max_group: s.max_group.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Why the WAL is poisoned, if it is.
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poison_reason()
+    }
+
+    /// The WAL directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write and sync everything queued, stop the writer thread. Fails if the WAL is poisoned
+    /// (then not everything queued is durable).
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        self.shared.close();
+        let panicked = t.join().is_err();
+        if let Some(why) = self.shared.poison_reason() {
+            return Err(Error::Poisoned(why));
+        }
+        if panicked {
+            return Err(Error::Poisoned("the WAL writer thread panicked".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(error = %e, "WAL closed with an error");
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::fs::RealFs;
+
+    fn open(dir: &Path, opts: WalOptions, next: u64) -> Wal {
+        Wal::open(Arc::new(RealFs), dir, opts, next).unwrap()
+    }
+
+    fn collect(dir: &Path) -> Vec<(u64, Vec<u8>)> {
+        let mut v = Vec::new();
+        replay(&RealFs, dir, 0, RecoveryMode::Strict, |s, p| {
+            v.push((s, p.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn wal_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Wal>();
+    }
+
+    #[test]
+    fn open_starts_a_new_segment_each_time() {
+        let d = tempfile::tempdir().unwrap();
+        let w = open(d.path(), WalOptions::default(), 1);
+        assert_eq!(w.stats().current_segment, 1);
+        w.append(b"a", Durability::SyncWal).unwrap();
+        w.close().unwrap();
+        let w = open(d.path(), WalOptions::default(), 2);
+        assert_eq!(w.stats().current_segment, 2);
+        w.append(b"b", Durability::FsyncWal).unwrap();
+        drop(w);
+        let segs = list_segments(&RealFs, d.path()).unwrap();
+        assert_eq!(segs.iter().map(|s| s.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            collect(d.path()),
+            vec![(1, b"a".to_vec()), (2, b"b".to_vec())]
+        );
+    }
+
+    #[test]
+    fn open_refuses_a_next_seq_already_used() {
+        let d = tempfile::tempdir().unwrap();
+        let w = open(d.path(), WalOptions::default(), 10);
+        w.append(b"a", Durability::SyncWal).unwrap();
+        w.close().unwrap();
+        let e = Wal::open(Arc::new(RealFs), d.path(), WalOptions::default(), 10).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+
+    #[test]
+    fn open_cuts_a_torn_tail_so_it_never_sits_mid_log() {
+        let d = tempfile::tempdir().unwrap();
+        let w = open(d.path(), WalOptions::default(), 1);
+        w.append(b"good", Durability::FsyncWal).unwrap();
+        w.close().unwrap();
+        // Simulate a torn second record.
+        let p = d.path().join(segment_file_name(1));
+        let f = crate::fs::FileSystem::open(&RealFs, &p).unwrap();
+        let mut rec = Vec::new();
+        record::encode(1, 2, b"torn record", &mut rec);
+        f.write_all_at(&rec[..rec.len() - 4], 29).unwrap();
+        let s = replay(
+            &RealFs,
+            d.path(),
+            0,
+            RecoveryMode::TolerateTornTail,
+            |_, _| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(s.torn_tail.as_ref().map(|t| t.offset), Some(29));
+        let w = open(d.path(), WalOptions::default(), 2);
+        w.append(b"next", Durability::FsyncWal).unwrap();
+        w.close().unwrap();
+        // Strict now passes: the tear is gone, not buried under segment 2.
+        assert_eq!(
+            collect(d.path()),
+            vec![(1, b"good".to_vec()), (2, b"next".to_vec())]
+        );
+    }
+
+    #[test]
+    fn tiny_segment_size_is_rejected() {
+        let d = tempfile::tempdir().unwrap();
+        let opts = WalOptions {
+            segment_size: 100,
+            ..Default::default()
+        };
+        assert!(matches!(
+            Wal::open(Arc::new(RealFs), d.path(), opts, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}

@@ -1,0 +1,692 @@
+//! WAL replay: reads segments in number order and hands every valid record to a callback.
+//!
+//! Per segment, records are decoded from offset 0 until the end of written data (an all-zero
+//! header, or end of file). Sequence numbers must strictly increase across the whole replay. What
+//! happens at the first anomaly (a record that fails to decode, or a seq that does not
+//! increase) depends on [`RecoveryMode`]:
+//!
+//! | mode | anomaly in the last segment | anomaly in an earlier segment |
+//! |---|---|---|
+//! | `TolerateTornTail` | end of log, *if* it looks like an interrupted write (truncated, bad checksum, wrong segment number, oversized length) *and* no valid record starts at any later byte of the segment; else `Corruption` | `Corruption` |
+//! | `SkipCorrupted` | skip to the next valid record, report the range | same |
+//! | `Strict` | `Corruption` | `Corruption` |
+//!
+//! "Valid record" always means: checksum ok, kind BATCH, the file's segment number, and a seq
+//! above the last good one. The byte-by-byte search only examines offsets whose kind byte is
+//! BATCH, so scanning a zero-filled tail is a single pass.
+//!
+//! A segment is loaded lazily (1 MiB at first, doubling), so the zero-filled preallocated tail
+//! of a segment is not read unless a damaged record forces a scan to the end of the file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::record::{self, Decoded, HEADER_LEN};
+use crate::error::{Error, Result};
+use crate::fs::{File, FileSystem};
+
+/// How replay treats damaged or unexpected records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Accept damage at the very end of the last segment as an interrupted write; anything else
+    /// is an error. Loses only records that were never acknowledged as durable.
+    #[default]
+    TolerateTornTail,
+    /// Skip damaged bytes and continue at the next valid record; every skipped range is
+    /// reported. May lose acknowledged records: for salvage, not normal operation.
+    SkipCorrupted,
+    /// Any anomaly, even a torn tail, is an error.
+    Strict,
+}
+
+/// Where the log ended early because of an interrupted write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// Segment number.
+    pub segment: u64,
+    /// Offset of the first byte that is not part of a valid record.
+    pub offset: u64,
+    /// What was found there.
+    pub what: String,
+}
+
+/// A range of bytes `SkipCorrupted` passed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRange {
+    /// Segment number.
+    pub segment: u64,
+    /// First skipped byte.
+    pub start: u64,
+    /// One past the last skipped byte (the next valid record, or the end of non-zero data).
+    pub end: u64,
+    /// What was wrong at `start`.
+    pub what: String,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplaySummary {
+    /// Highest seq delivered, if any record was.
+    pub last_seq: Option<u64>,
+    /// Numbers of the segments read, in order.
+    pub segments: Vec<u64>,
+    /// Records delivered.
+    pub records: u64,
+    /// Framed bytes (headers and payloads) of the records delivered.
+    pub bytes: u64,
+    /// Set when the log ended in a torn write (TolerateTornTail only).
+    pub torn_tail: Option<TornTail>,
+    /// Ranges skipped (SkipCorrupted only).
+    pub skipped: Vec<SkippedRange>,
+}
+
+/// The file name of segment `n`.
+pub fn segment_file_name(n: u64) -> String {
+    format!("{n:020}.wal")
+}
+
+/// The segment number a file name denotes, if it is a segment name.
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".wal")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The segments in `dir`, by increasing number. A missing directory has none.
+pub fn list_segments(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let names = match fs.list(dir) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, "listing WAL directory", e)),
+    };
+    let mut segs: Vec<(u64, PathBuf)> = names
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n).map(|num| (num, dir.join(n))))
+        .collect();
+    segs.sort_by_key(|(n, _)| *n);
+    Ok(segs)
+}
+
+/// Replay every segment numbered `from_segment` or above, calling `apply(seq, payload)` for each
+/// valid record in seq order. An error from `apply` stops the replay and is returned.
+pub fn replay<F>(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    from_segment: u64,
+    mode: RecoveryMode,
+    mut apply: F,
+) -> Result<ReplaySummary>
+where
+    F: FnMut(u64, &[u8]) -> Result<()>,
+{
+    let segs: Vec<_> = list_segments(fs, dir)?
+        .into_iter()
+        .filter(|(n, _)| *n >= from_segment)
+        .collect();
+    let mut summary = ReplaySummary::default();
+    let mut last = 0u64;
+    for (i, (number, path)) in segs.iter().enumerate() {
+        let is_last = i + 1 == segs.len();
+        let out = scan_segment(fs, path, *number, mode, is_last, last, &mut apply)?;
+        summary.segments.push(*number);
+        summary.records += out.records;
+        summary.bytes += out.bytes;
+        if out.last_seq > last {
+            last = out.last_seq;
+            summary.last_seq = Some(last);
+        }
+        summary.skipped.extend(out.skipped);
+        if let Some((offset, what)) = out.torn {
+            summary.torn_tail = Some(TornTail {
+                segment: *number,
+                offset,
+                what,
+            });
+        }
+    }
+    Ok(summary)
+}
+
+/// What the open path needs to know about the newest existing segment.
+#[derive(Debug)]
+pub(crate) struct LastSegment {
+    /// Offset of a torn tail to cut off.
+    pub torn_at: Option<u64>,
+    /// Highest seq in the segment (0 if none).
+    pub last_seq: u64,
+}
+
+/// Examine the newest segment as `TolerateTornTail` replay would.
+pub(crate) fn inspect_last_segment(
+    fs: &dyn FileSystem,
+    path: &Path,
+    number: u64,
+) -> Result<LastSegment> {
+    let out = scan_segment(
+        fs,
+        path,
+        number,
+        RecoveryMode::TolerateTornTail,
+        true,
+        0,
+        &mut |_, _| Ok(()),
+    )?;
+    Ok(LastSegment {
+        torn_at: out.torn.map(|(o, _)| o),
+        last_seq: out.last_seq,
+    })
+}
+
+#[derive(Debug, Default)]
+struct SegmentOutcome {
+    last_seq: u64,
+    records: u64,
+    bytes: u64,
+    torn: Option<(u64, String)>,
+    skipped: Vec<SkippedRange>,
+}
+
+/// A segment's bytes, loaded on demand.
+struct Loaded<'a> {
+    file: Arc<dyn File>,
+    path: &'a Path,
+    file_len: usize,
+    data: Vec<u8>,
+}
+
+const FIRST_LOAD: usize = 1 << 20;
+
+impl Loaded<'_> {
+    /// Make `data` cover `[0, end)` (clamped to the file length).
+    fn ensure(&mut self, end: usize) -> Result<()> {
+        let end = end.min(self.file_len);
+        let have = self.data.len();
+        if end <= have {
+            return Ok(());
+        }
+        let target = end
+            .max(have.saturating_mul(2))
+            .max(FIRST_LOAD)
+            .min(self.file_len);
+        self.data.resize(target, 0);
+        self.file
+            .read_exact_at(&mut self.data[have..], have as u64)
+            .map_err(|e| Error::io(self.path, "reading WAL segment", e))
+    }
+}
+
+fn scan_segment(
+    fs: &dyn FileSystem,
+    path: &Path,
+    segment: u64,
+    mode: RecoveryMode,
+    is_last: bool,
+    prev_seq: u64,
+    apply: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<SegmentOutcome> {
+    let file = fs
+        .open(path)
+        .map_err(|e| Error::io(path, "opening WAL segment", e))?;
+    let file_len = file
+        .len()
+        .map_err(|e| Error::io(path, "reading WAL segment length", e))?;
+    let file_len = usize::try_from(file_len).map_err(|_| Error::Corruption {
+        file: path.to_path_buf(),
+        offset: 0,
+        what: "segment larger than the address space".into(),
+    })?;
+    let mut seg = Loaded {
+        file,
+        path,
+        file_len,
+        data: Vec::new(),
+    };
+    let corruption = |offset: usize, what: String| Error::Corruption {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        what,
+    };
+    let mut out = SegmentOutcome {
+        last_seq: prev_seq,
+        ..Default::default()
+    };
+    let mut pos = 0usize;
+    loop {
+        seg.ensure(pos + HEADER_LEN)?;
+        if let Some(len) = record::peek_length(&seg.data[pos..]) {
+            seg.ensure(pos + HEADER_LEN + len as usize)?;
+        }
+        let (what, torn_like) = match record::decode(&seg.data[pos..], segment) {
+            Ok(Decoded::End) => break,
+            Ok(Decoded::Record(r)) if r.seq > out.last_seq => {
+                apply(r.seq, r.payload)?;
+                out.last_seq = r.seq;
+                out.records += 1;
+                out.bytes += r.len as u64;
+                pos += r.len;
+                continue;
+            }
+            Ok(Decoded::Record(r)) => (
+                format!("seq {} does not follow seq {}", r.seq, out.last_seq),
+                false,
+            ),
+            Err(e) => (e.to_string(), e.could_be_torn_write()),
+        };
+        match mode {
+            RecoveryMode::Strict => return Err(corruption(pos, what)),
+            RecoveryMode::TolerateTornTail => {
+                if !is_last {
+                    return Err(corruption(pos, format!("{what} (not in the last segment)")));
+                }
+                if !torn_like {
+                    return Err(corruption(pos, what));
+                }
+                seg.ensure(usize::MAX)?;
+                if let Some(next) =
+                    record::find_valid_record(&seg.data, pos + 1, segment, out.last_seq)
+                {
+                    return Err(corruption(
+                        pos,
+                        format!("{what}; a valid record follows at offset {next}"),
+                    ));
+                }
+                out.torn = Some((pos as u64, what));
+                break;
+            }
+            RecoveryMode::SkipCorrupted => {
+                seg.ensure(usize::MAX)?;
+                match record::find_valid_record(&seg.data, pos + 1, segment, out.last_seq) {
+                    Some(next) => {
+                        out.skipped.push(SkippedRange {
+                            segment,
+                            start: pos as u64,
+                            end: next as u64,
+                            what,
+                        });
+                        pos = next;
+                    }
+                    None => {
+                        // Report up to the last non-zero byte, not the whole preallocated tail.
+                        let end = seg.data[pos..]
+                            .iter()
+                            .rposition(|&b| b != 0)
+                            .map_or(pos + 1, |i| pos + i + 1);
+                        out.skipped.push(SkippedRange {
+                            segment,
+                            start: pos as u64,
+                            end: end as u64,
+                            what,
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::RealFs;
+    use crate::wal::record::{encode, KIND_OFFSET};
+
+    /// Segment files assembled by hand: `(number, bytes)`; the zero tail is appended.
+    fn write_segments(dir: &Path, segs: &[(u64, Vec<u8>)]) {
+        for (n, bytes) in segs {
+            let f = RealFs.create(&dir.join(segment_file_name(*n))).unwrap();
+            f.write_all_at(bytes, 0).unwrap();
+            f.allocate(bytes.len() as u64 + 4096).unwrap();
+        }
+    }
+
+    fn recs(segment: u64, seqs: impl IntoIterator<Item = u64>) -> Vec<u8> {
+        let mut v = Vec::new();
+        for s in seqs {
+            encode(segment, s, format!("payload-{s}").as_bytes(), &mut v);
+        }
+        v
+    }
+
+    fn run(dir: &Path, mode: RecoveryMode) -> (Result<ReplaySummary>, Vec<u64>) {
+        let mut seen = Vec::new();
+        let r = replay(&RealFs, dir, 0, mode, |seq, p| {
+            assert_eq!(p, format!("payload-{seq}").as_bytes());
+            seen.push(seq);
+            Ok(())
+        });
+        (r, seen)
+    }
+
+    fn corruption_offset(r: Result<ReplaySummary>) -> u64 {
+        match r {
+            Err(Error::Corruption { offset, .. }) => offset,
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+
+    fn frame_len(seq: u64) -> usize {
+        HEADER_LEN + format!("payload-{seq}").len()
+    }
+
+    #[test]
+    fn clean_log_over_several_segments() {
+        let d = tempfile::tempdir().unwrap();
+        write_segments(
+            d.path(),
+            &[(1, recs(1, 1..=3)), (2, recs(2, 4..=6)), (3, Vec::new())],
+        );
+        for mode in [
+            RecoveryMode::Strict,
+            RecoveryMode::TolerateTornTail,
+            RecoveryMode::SkipCorrupted,
+        ] {
+            let (r, seen) = run(d.path(), mode);
+            let s = r.unwrap();
+            assert_eq!(seen, (1..=6).collect::<Vec<_>>());
+            assert_eq!(s.last_seq, Some(6));
+            assert_eq!(s.segments, vec![1, 2, 3]);
+            assert_eq!(s.records, 6);
+            assert!(s.torn_tail.is_none() && s.skipped.is_empty());
+        }
+        let mut seen = Vec::new();
+        replay(&RealFs, d.path(), 2, RecoveryMode::Strict, |s, _| {
+            seen.push(s);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![4, 5, 6], "from_segment skips older segments");
+    }
+
+    #[test]
+    fn segment_names_round_trip_and_foreign_files_are_ignored() {
+        assert_eq!(segment_file_name(7), "00000000000000000007.wal");
+        assert_eq!(parse_segment_file_name("00000000000000000007.wal"), Some(7));
+        assert_eq!(parse_segment_file_name("7.wal"), None);
+        assert_eq!(parse_segment_file_name("0000000000000000000x.wal"), None);
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(2, recs(2, 1..=1))]);
+        RealFs.create(&d.path().join("LOCK")).unwrap();
+        let l = list_segments(&RealFs, d.path()).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].0, 2);
+        assert!(list_segments(&RealFs, &d.path().join("missing"))
+            .unwrap()
+            .is_empty());
+    }
+
+    /// Build a last segment with records 1..=3 followed by `tail`, check each mode.
+    fn torn_case(tail: &[u8]) -> (ReplaySummary, Result<ReplaySummary>) {
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=3);
+        bytes.extend_from_slice(tail);
+        write_segments(d.path(), &[(1, bytes)]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(seen, vec![1, 2, 3]);
+        let strict = run(d.path(), RecoveryMode::Strict).0;
+        (r.unwrap(), strict)
+    }
+
+    fn good_prefix_len() -> u64 {
+        (1..=3).map(frame_len).sum::<usize>() as u64
+    }
+
+    #[test]
+    fn truncated_header_at_tail_is_torn() {
+        let rec = recs(1, [4]);
+        // The zero tail after a cut header makes the header look torn only if some header
+        // byte is non-zero: cut after the length field.
+        let (s, strict) = torn_case(&rec[..10]);
+        let t = s.torn_tail.unwrap();
+        assert_eq!((t.segment, t.offset), (1, good_prefix_len()));
+        assert_eq!(corruption_offset(strict), good_prefix_len());
+    }
+
+    #[test]
+    fn truncated_payload_at_tail_is_torn() {
+        let rec = recs(1, [4]);
+        // Followed by the zero tail: the payload decodes short of bytes only at end of file, so
+        // cut the file itself.
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=3);
+        bytes.extend_from_slice(&rec[..rec.len() - 3]);
+        let f = RealFs.create(&d.path().join(segment_file_name(1))).unwrap();
+        f.write_all_at(&bytes, 0).unwrap();
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(seen, vec![1, 2, 3]);
+        let t = r.unwrap().torn_tail.unwrap();
+        assert_eq!(t.offset, good_prefix_len());
+        assert!(t.what.contains("truncated"), "{}", t.what);
+        assert_eq!(
+            corruption_offset(run(d.path(), RecoveryMode::Strict).0),
+            good_prefix_len()
+        );
+    }
+
+    #[test]
+    fn bad_checksum_at_tail_is_torn_but_mid_log_is_corruption() {
+        let mut rec = recs(1, [4]);
+        rec[HEADER_LEN] ^= 0xff;
+        let (s, strict) = torn_case(&rec);
+        assert!(s.torn_tail.unwrap().what.contains("checksum"));
+        assert_eq!(corruption_offset(strict), good_prefix_len());
+
+        // Same damage with a valid record after it: corruption, not a torn tail.
+        let mut tail = rec.clone();
+        tail.extend_from_slice(&recs(1, [5]));
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=3);
+        bytes.extend_from_slice(&tail);
+        write_segments(d.path(), &[(1, bytes)]);
+        let off = corruption_offset(run(d.path(), RecoveryMode::TolerateTornTail).0);
+        assert_eq!(off, good_prefix_len());
+    }
+
+    #[test]
+    fn bad_kind_is_corruption_even_at_tail() {
+        let mut rec = recs(1, [4]);
+        rec[KIND_OFFSET] = 9;
+        let sum = {
+            let crc = crc32c::crc32c(&rec[4..HEADER_LEN]);
+            cellar_format::checksum::mask(crc32c::crc32c_append(crc, &rec[HEADER_LEN..]))
+        };
+        rec[..4].copy_from_slice(&sum.to_le_bytes());
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=3);
+        bytes.extend_from_slice(&rec);
+        write_segments(d.path(), &[(1, bytes)]);
+        let off = corruption_offset(run(d.path(), RecoveryMode::TolerateTornTail).0);
+        assert_eq!(off, good_prefix_len());
+    }
+
+    #[test]
+    fn length_past_end_mid_log_is_corruption() {
+        // A length field damaged to point far past the end, with good records after it.
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=2);
+        let at = bytes.len();
+        bytes.extend_from_slice(&recs(1, 3..=5));
+        bytes[at + 4..at + 8].copy_from_slice(&(1u32 << 27).to_le_bytes());
+        write_segments(d.path(), &[(1, bytes)]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(corruption_offset(r), at as u64);
+        assert_eq!(seen, vec![1, 2]);
+        // SkipCorrupted loses only the damaged record.
+        let (r, seen) = run(d.path(), RecoveryMode::SkipCorrupted);
+        assert_eq!(seen, vec![1, 2, 4, 5]);
+        let s = r.unwrap();
+        assert_eq!(s.skipped.len(), 1);
+        assert_eq!(s.skipped[0].start, at as u64);
+        assert_eq!(s.skipped[0].end, (at + frame_len(3)) as u64);
+    }
+
+    #[test]
+    fn zero_tail_ends_segment_in_all_modes() {
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=3);
+        bytes.extend_from_slice(&[0u8; HEADER_LEN]);
+        // Anything after a zero header is not part of the log.
+        bytes.extend_from_slice(&recs(1, [4]));
+        write_segments(d.path(), &[(1, bytes), (2, recs(2, [5]))]);
+        for mode in [
+            RecoveryMode::Strict,
+            RecoveryMode::TolerateTornTail,
+            RecoveryMode::SkipCorrupted,
+        ] {
+            let (r, seen) = run(d.path(), mode);
+            assert_eq!(seen, vec![1, 2, 3, 5], "{mode:?}");
+            assert!(r.unwrap().torn_tail.is_none());
+        }
+    }
+
+    #[test]
+    fn stale_segment_number() {
+        // Segment 2's file holds records framed for segment 1 (a copied file).
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(1, recs(1, 1..=2)), (2, recs(1, 3..=4))]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        // In the last segment and nothing valid (for segment 2) follows: a torn tail.
+        assert_eq!(seen, vec![1, 2]);
+        let t = r.unwrap().torn_tail.unwrap();
+        assert_eq!((t.segment, t.offset), (2, 0));
+        assert!(t.what.contains("segment 1"), "{}", t.what);
+        // Not in the last segment: corruption.
+        write_segments(d.path(), &[(3, recs(3, [5]))]);
+        let e = run(d.path(), RecoveryMode::TolerateTornTail).0.unwrap_err();
+        assert!(
+            matches!(e, Error::Corruption { offset: 0, ref file, .. } if file.ends_with(segment_file_name(2)))
+        );
+        assert_eq!(corruption_offset(run(d.path(), RecoveryMode::Strict).0), 0);
+    }
+
+    #[test]
+    fn seq_going_backwards() {
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, [1, 2, 3]);
+        let at = bytes.len();
+        bytes.extend_from_slice(&recs(1, [2]));
+        write_segments(d.path(), &[(1, bytes.clone())]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        let Err(Error::Corruption { offset, what, .. }) = r else {
+            panic!("expected corruption")
+        };
+        assert_eq!(offset, at as u64);
+        assert!(what.contains("does not follow"), "{what}");
+        assert_eq!(seen, vec![1, 2, 3]);
+        // Across segments as well.
+        let d2 = tempfile::tempdir().unwrap();
+        write_segments(d2.path(), &[(1, recs(1, [5, 6])), (2, recs(2, [6, 7]))]);
+        assert_eq!(
+            corruption_offset(run(d2.path(), RecoveryMode::TolerateTornTail).0),
+            0
+        );
+        let (r, seen) = run(d2.path(), RecoveryMode::SkipCorrupted);
+        assert_eq!(seen, vec![5, 6, 7]);
+        assert_eq!(r.unwrap().skipped.len(), 1);
+    }
+
+    #[test]
+    fn oversized_length() {
+        let mut rec = recs(1, [4]);
+        rec[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (s, strict) = torn_case(&rec);
+        assert!(s.torn_tail.unwrap().what.contains("exceeds"));
+        assert_eq!(corruption_offset(strict), good_prefix_len());
+    }
+
+    #[test]
+    fn torn_tail_accepted_in_last_segment_only() {
+        let mut torn = recs(1, [3]);
+        torn.truncate(torn.len() - 2);
+        torn.push(0xee); // non-zero so the cut is visible despite the zero tail
+        let d = tempfile::tempdir().unwrap();
+        let mut seg1 = recs(1, 1..=2);
+        seg1.extend_from_slice(&torn);
+        write_segments(d.path(), &[(1, seg1.clone())]);
+        let (r, _) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(r.unwrap().last_seq, Some(2));
+        write_segments(d.path(), &[(2, recs(2, [3]))]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(corruption_offset(r), (frame_len(1) + frame_len(2)) as u64);
+        assert_eq!(seen, vec![1, 2]);
+    }
+
+    #[test]
+    fn skip_corrupted_resumes_and_reports_every_range() {
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs(1, 1..=2);
+        let bad1 = bytes.len();
+        bytes.extend_from_slice(b"garbage-garbage");
+        bytes.extend_from_slice(&recs(1, 3..=4));
+        let bad2 = bytes.len();
+        let mut r5 = recs(1, [5]);
+        r5[HEADER_LEN + 1] ^= 1;
+        bytes.extend_from_slice(&r5);
+        bytes.extend_from_slice(&recs(1, [6]));
+        let bad3 = bytes.len();
+        bytes.extend_from_slice(b"\x01\x02torn");
+        write_segments(d.path(), &[(1, bytes), (2, recs(2, [7]))]);
+        let (r, seen) = run(d.path(), RecoveryMode::SkipCorrupted);
+        let s = r.unwrap();
+        assert_eq!(seen, vec![1, 2, 3, 4, 6, 7]);
+        let ranges: Vec<_> = s
+            .skipped
+            .iter()
+            .map(|r| (r.segment, r.start, r.end))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![
+                (1, bad1 as u64, (bad1 + 15) as u64),
+                (1, bad2 as u64, (bad2 + frame_len(5)) as u64),
+                (1, bad3 as u64, (bad3 + 6) as u64),
+            ]
+        );
+        assert_eq!(s.last_seq, Some(7));
+        // The other modes refuse this log.
+        assert_eq!(
+            corruption_offset(run(d.path(), RecoveryMode::TolerateTornTail).0),
+            bad1 as u64
+        );
+    }
+
+    #[test]
+    fn callback_error_stops_replay() {
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(1, recs(1, 1..=3))]);
+        let mut n = 0;
+        let r = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |seq, _| {
+            n += 1;
+            if seq == 2 {
+                Err(Error::InvalidArgument("stop".into()))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(r, Err(Error::InvalidArgument(_))));
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn large_segment_loads_lazily_and_completely() {
+        // Records spanning more than the first 1 MiB load.
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = Vec::new();
+        let big = vec![b'x'; 300_000];
+        for s in 1..=8u64 {
+            encode(1, s, &big, &mut bytes);
+        }
+        write_segments(d.path(), &[(1, bytes)]);
+        let mut n = 0;
+        let s = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |_, p| {
+            assert_eq!(p.len(), 300_000);
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((n, s.records), (8, 8));
+    }
+}

@@ -1,0 +1,192 @@
+//! The WAL writer thread: the only code that writes segment files after `Wal::open`.
+//!
+//! Loop: take the whole queue ([`Shared::next_batch`]), frame its records into one buffer, write
+//! it with one device call (plus an fdatasync linked after it when the batch needs durability),
+//! publish the watermarks, repeat. After the first failure it writes nothing more: the batch
+//! that failed and every later one are dropped, their waiters get `Poisoned`.
+//!
+//! Segment roll: before a record that would push the current segment past `segment_size` (unless
+//! the segment is still empty: an oversized record goes alone into a fresh segment), and at a
+//! `Roll` request. The old segment's pending bytes are written *and fdatasynced* before the new
+//! segment is created, whenever it has unsynced bytes. That keeps the prefix rule across files
+//! (an fsync acknowledgement in the new segment never depends on an unsynced older one), and it
+//! guarantees that only the newest segment can ever end in a torn write, which is what lets
+//! replay accept a torn tail in the last segment only.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::commit::{Batch, Item, Shared};
+use super::device::WalDevice;
+use super::reader::segment_file_name;
+use super::record::{encode, framed_len};
+use super::{sync_shim, StatsInner};
+use crate::error::{Error, Result};
+use crate::fs::{File, FileSystem, SharedFs};
+
+/// The segment being appended to.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub number: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn File>,
+    /// Where the next byte goes.
+    pub offset: u64,
+    /// Whether bytes were written since the last fdatasync.
+    pub dirty: bool,
+}
+
+/// Create segment `number`, preallocate it and make its directory entry durable, so that no
+/// record in it is acknowledged while the file itself could vanish in a crash.
+pub(crate) fn create_segment(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    size: u64,
+) -> Result<Segment> {
+    let path = dir.join(segment_file_name(number));
+    let file = fs
+        .create(&path)
+        .map_err(|e| Error::io(&path, "creating WAL segment", e))?;
+    file.allocate(size)
+        .map_err(|e| Error::io(&path, "preallocating WAL segment", e))?;
+    // Persist the new size now so later fdatasyncs carry only data, not metadata.
+    file.sync_data()
+        .map_err(|e| Error::io(&path, "syncing a new WAL segment", e))?;
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io(dir, "syncing the WAL directory", e))?;
+    Ok(Segment {
+        number,
+        path,
+        file,
+        offset: 0,
+        dirty: false,
+    })
+}
+
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub fs: SharedFs,
+    pub dir: PathBuf,
+    pub segment_size: u64,
+    pub device: Box<dyn WalDevice>,
+    pub seg: Segment,
+    pub shared: sync_shim::Arc<Shared>,
+    pub stats: Arc<StatsInner>,
+    pub buf: Vec<u8>,
+    /// Seq of the last record whose bytes reached the device.
+    pub last_written_seq: u64,
+    /// Seq of the last record framed into `buf`.
+    pub buf_last_seq: u64,
+}
+
+/// Poisons the WAL if the writer thread unwinds, so no caller waits forever on a dead thread.
+struct ExitGuard(sync_shim::Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poison("the WAL writer thread panicked".into());
+        }
+    }
+}
+
+impl Writer {
+    pub(crate) fn run(mut self) {
+        let _guard = ExitGuard(self.shared.clone());
+        while let Some(batch) = self.shared.next_batch() {
+            if self.shared.poison_reason().is_some() {
+                continue;
+            }
+            if let Err(e) = self.process(batch) {
+                tracing::error!(error = %e, "WAL write failed; the WAL is poisoned");
+                self.shared.poison(e.to_string());
+            }
+        }
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<()> {
+        let mut rolls = Vec::new();
+        let mut synced_by_roll = None;
+        let (mut records, mut bytes) = (0u64, 0u64);
+        self.buf.clear();
+        for item in batch.items {
+            match item {
+                Item::Record { seq, payload } => {
+                    let need = framed_len(payload.len()) as u64;
+                    let used = self.seg.offset + self.buf.len() as u64;
+                    if used > 0 && used + need > self.segment_size {
+                        synced_by_roll = self.roll()?.or(synced_by_roll);
+                    }
+                    encode(self.seg.number, seq, &payload, &mut self.buf);
+                    self.buf_last_seq = seq;
+                    records += 1;
+                    bytes += need;
+                }
+                Item::Roll { ticket } => {
+                    synced_by_roll = self.roll()?.or(synced_by_roll);
+                    rolls.push((ticket, self.seg.number));
+                }
+            }
+        }
+        self.flush(batch.sync)?;
+        let st = &self.stats;
+        if records > 0 {
+            st.records.fetch_add(records, Ordering::Relaxed);
+            st.bytes.fetch_add(bytes, Ordering::Relaxed);
+            st.groups.fetch_add(1, Ordering::Relaxed);
+            st.max_group.fetch_max(records, Ordering::Relaxed);
+        }
+        let synced = if batch.sync {
+            Some(batch.upto)
+        } else {
+            synced_by_roll
+        };
+        self.shared.publish(batch.upto, synced, rolls);
+        Ok(())
+    }
+
+    /// Write `buf` to the current segment; with `sync`, also make the segment durable (skipped
+    /// when nothing in it is unsynced).
+    fn flush(&mut self, sync: bool) -> Result<()> {
+        let has_data = !self.buf.is_empty();
+        let do_sync = sync && (has_data || self.seg.dirty);
+        if !has_data && !do_sync {
+            return Ok(());
+        }
+        let doing = if do_sync {
+            "writing and syncing the WAL"
+        } else {
+            "writing the WAL"
+        };
+        self.device
+            .write(&self.seg.file, self.seg.offset, &self.buf, do_sync)
+            .map_err(|e| Error::io(&self.seg.path, doing, e))?;
+        self.seg.offset += self.buf.len() as u64;
+        if has_data {
+            self.seg.dirty = true;
+            self.last_written_seq = self.buf_last_seq;
+        }
+        if do_sync {
+            self.seg.dirty = false;
+            self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Finish the current segment (written and synced) and switch to a new one. Returns the seq
+    /// now known durable if a sync happened.
+    fn roll(&mut self) -> Result<Option<u64>> {
+        let had_unsynced = self.seg.dirty || !self.buf.is_empty();
+        self.flush(true)?;
+        let next = create_segment(&*self.fs, &self.dir, self.seg.number + 1, self.segment_size)?;
+        tracing::debug!(segment = next.number, "WAL segment rolled");
+        self.seg = next;
+        self.stats
+            .current_segment
+            .store(self.seg.number, Ordering::Relaxed);
+        Ok(had_unsynced.then_some(self.last_written_seq))
+    }
+}

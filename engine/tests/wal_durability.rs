@@ -1,0 +1,555 @@
+//! WAL behaviour through the public API on real files: durability levels, segment roll and
+//! deletion, group commit under 16 threads on both devices, and poisoning under injected I/O
+//! failures.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cellar::fs::{File, FileSystem, LockGuard, RealFs, SharedFs};
+use cellar::wal::{list_segments, replay, BackendKind, Durability, RecoveryMode, Wal, WalOptions};
+use cellar::Error;
+
+fn real() -> SharedFs {
+    Arc::new(RealFs)
+}
+
+fn opts(backend: BackendKind, segment_size: u64) -> WalOptions {
+    WalOptions {
+        segment_size,
+        backend,
+    }
+}
+
+fn read_all(dir: &Path, mode: RecoveryMode) -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    replay(&RealFs, dir, 0, mode, |s, p| {
+        v.push((s, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    v
+}
+
+fn uring_available() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        cellar::wal::UringDevice::new().is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+fn backends() -> Vec<BackendKind> {
+    let mut v = vec![BackendKind::Sync];
+    if uring_available() {
+        v.push(BackendKind::IoUring);
+    } else {
+        eprintln!("io_uring unavailable here: only the sync backend is tested");
+    }
+    v
+}
+
+#[test]
+fn skip_wal_assigns_a_seq_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    assert_eq!(w.append(b"a", Durability::SyncWal).unwrap(), 1);
+    assert_eq!(w.append(b"skipped", Durability::SkipWal).unwrap(), 2);
+    assert_eq!(w.append(b"c", Durability::SyncWal).unwrap(), 3);
+    assert_eq!(w.stats().records, 2);
+    w.close().unwrap();
+    let got = read_all(d.path(), RecoveryMode::Strict);
+    assert_eq!(got, vec![(1, b"a".to_vec()), (3, b"c".to_vec())]);
+}
+
+#[test]
+fn async_wal_is_written_in_the_background_and_by_sync() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    for i in 0..50u64 {
+        assert_eq!(
+            w.append(&i.to_le_bytes(), Durability::AsyncWal).unwrap(),
+            i + 1
+        );
+    }
+    // Written shortly without anyone waiting.
+    let t0 = Instant::now();
+    while w.stats().records < 50 {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "async records were never written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let syncs = w.stats().syncs;
+    w.sync().unwrap();
+    assert_eq!(w.stats().syncs, syncs + 1);
+    // Nothing new to make durable: no fdatasync.
+    w.sync().unwrap();
+    assert_eq!(w.stats().syncs, syncs + 1);
+    assert_eq!(read_all(d.path(), RecoveryMode::Strict).len(), 50);
+    w.close().unwrap();
+}
+
+#[test]
+fn sync_wal_is_readable_when_append_returns() {
+    for backend in backends() {
+        let d = tempfile::tempdir().unwrap();
+        let w = Wal::open(real(), d.path(), opts(backend, 1 << 20), 1).unwrap();
+        for i in 1..=20u64 {
+            assert_eq!(
+                w.append(format!("r{i}").as_bytes(), Durability::SyncWal)
+                    .unwrap(),
+                i
+            );
+            // Another reader (recovery after a process crash) sees it now.
+            let got = read_all(d.path(), RecoveryMode::Strict);
+            assert_eq!(got.last().unwrap(), &(i, format!("r{i}").into_bytes()));
+        }
+        assert_eq!(w.stats().syncs, 0, "SyncWal never fdatasyncs");
+        assert_eq!(w.stats().backend, backend);
+        drop(w);
+    }
+}
+
+#[test]
+fn fsync_wal_syncs_each_group() {
+    for backend in backends() {
+        let d = tempfile::tempdir().unwrap();
+        let w = Wal::open(real(), d.path(), opts(backend, 1 << 20), 100).unwrap();
+        for i in 0..10u64 {
+            assert_eq!(w.append(b"x", Durability::FsyncWal).unwrap(), 100 + i);
+        }
+        let s = w.stats();
+        assert_eq!(
+            (s.records, s.groups, s.syncs),
+            (10, 10, 10),
+            "{backend}: {s:?}"
+        );
+        w.close().unwrap();
+        let got = read_all(d.path(), RecoveryMode::Strict);
+        assert_eq!(
+            got.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (100..110).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn close_drains_and_syncs_queued_async_records() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    for i in 0..1000u64 {
+        w.append(&i.to_le_bytes(), Durability::AsyncWal).unwrap();
+    }
+    w.close().unwrap();
+    assert_eq!(read_all(d.path(), RecoveryMode::Strict).len(), 1000);
+    // Drop does the same.
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    for i in 0..1000u64 {
+        w.append(&i.to_le_bytes(), Durability::AsyncWal).unwrap();
+    }
+    drop(w);
+    assert_eq!(read_all(d.path(), RecoveryMode::Strict).len(), 1000);
+}
+
+#[test]
+fn segments_roll_at_size_and_replay_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), opts(BackendKind::Auto, 4096), 1).unwrap();
+    for i in 1..=200u64 {
+        w.append(&[i as u8; 100], Durability::SyncWal).unwrap();
+    }
+    let s = w.stats();
+    // 125-byte frames, 32 per 4096-byte segment.
+    assert_eq!(s.current_segment, 7, "{s:?}");
+    w.close().unwrap();
+    let segs = list_segments(&RealFs, d.path()).unwrap();
+    assert_eq!(segs.len(), 7);
+    let got = read_all(d.path(), RecoveryMode::Strict);
+    assert_eq!(got.len(), 200);
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, (s, p))| *s == i as u64 + 1 && p[0] == *s as u8));
+}
+
+#[test]
+fn oversized_record_goes_alone_into_a_fresh_segment() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), opts(BackendKind::Auto, 4096), 1).unwrap();
+    w.append(b"small", Durability::SyncWal).unwrap();
+    w.append(&vec![7u8; 10_000], Durability::FsyncWal).unwrap();
+    w.append(b"after", Durability::SyncWal).unwrap();
+    assert_eq!(w.stats().current_segment, 3);
+    w.close().unwrap();
+    for (n, want) in [(1u64, vec![1u64]), (2, vec![2]), (3, vec![3])] {
+        let mut seqs = Vec::new();
+        replay(&RealFs, d.path(), n, RecoveryMode::Strict, |s, _| {
+            seqs.push(s);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(&seqs[..want.len()], &want[..], "segment {n}");
+    }
+}
+
+#[test]
+fn roll_and_delete_segments_before() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    w.append(b"one", Durability::AsyncWal).unwrap();
+    w.append(b"two", Durability::AsyncWal).unwrap();
+    let n = w.roll().unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(w.stats().current_segment, 2);
+    w.append(b"three", Durability::SyncWal).unwrap();
+    // Every record appended before roll() is in an older segment (and durable).
+    let mut from_n = Vec::new();
+    replay(&RealFs, d.path(), n, RecoveryMode::Strict, |s, _| {
+        from_n.push(s);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(from_n, vec![3]);
+    assert_eq!(w.roll().unwrap(), 3);
+    assert_eq!(
+        w.roll().unwrap(),
+        4,
+        "rolling an empty segment still starts a new one"
+    );
+    // The current segment is never deleted.
+    assert_eq!(w.delete_segments_before(u64::MAX).unwrap(), 3);
+    assert_eq!(
+        list_segments(&RealFs, d.path())
+            .unwrap()
+            .iter()
+            .map(|s| s.0)
+            .collect::<Vec<_>>(),
+        vec![4]
+    );
+    assert_eq!(w.delete_segments_before(4).unwrap(), 0);
+    w.append(b"four", Durability::FsyncWal).unwrap();
+    w.close().unwrap();
+    assert_eq!(
+        read_all(d.path(), RecoveryMode::Strict),
+        vec![(4, b"four".to_vec())]
+    );
+}
+
+#[test]
+fn oversized_payload_is_rejected_without_a_seq() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Wal::open(real(), d.path(), WalOptions::default(), 1).unwrap();
+    let big = vec![0u8; cellar::wal::record::MAX_PAYLOAD as usize + 1];
+    assert!(matches!(
+        w.append(&big, Durability::SyncWal),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(w.append(b"ok", Durability::SyncWal).unwrap(), 1);
+}
+
+/// 16 threads × N appends; replay must find every acknowledged seq exactly once, in order,
+/// with its payload.
+fn hammer(backend: BackendKind, d: Durability, per_thread: u64, segment_size: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(real(), dir.path(), opts(backend, segment_size), 1).unwrap());
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..16u64)
+        .map(|t| {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                for i in 0..per_thread {
+                    let payload = format!("t{t}-i{i}").into_bytes();
+                    let seq = wal.append(&payload, d).unwrap();
+                    acked.push((seq, payload));
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for h in handles {
+        for (s, p) in h.join().unwrap() {
+            assert!(acked.insert(s, p).is_none(), "seq {s} handed out twice");
+        }
+    }
+    let stats = wal.stats();
+    let elapsed = t0.elapsed();
+    Arc::try_unwrap(wal).unwrap().close().unwrap();
+    eprintln!(
+        "{backend} {d:?}: {} records in {elapsed:?}, {} groups (max {}), {} syncs, {} segments",
+        stats.records, stats.groups, stats.max_group, stats.syncs, stats.current_segment
+    );
+    assert_eq!(stats.backend, backend);
+    assert_eq!(stats.records, 16 * per_thread);
+    let got = read_all(dir.path(), RecoveryMode::Strict);
+    let got: BTreeMap<u64, Vec<u8>> = got.into_iter().collect();
+    assert_eq!(got, acked);
+    assert_eq!(
+        acked.keys().copied().collect::<Vec<_>>(),
+        (1..=16 * per_thread).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn sixteen_threads_fsync_wal_sync_backend() {
+    hammer(BackendKind::Sync, Durability::FsyncWal, 100, 64 << 10);
+}
+
+#[test]
+fn sixteen_threads_sync_wal_sync_backend() {
+    hammer(BackendKind::Sync, Durability::SyncWal, 500, 64 << 10);
+}
+
+#[test]
+fn sixteen_threads_fsync_wal_io_uring() {
+    if !uring_available() {
+        eprintln!("io_uring unavailable here; skipped");
+        return;
+    }
+    hammer(BackendKind::IoUring, Durability::FsyncWal, 100, 64 << 10);
+}
+
+#[test]
+fn sixteen_threads_sync_wal_io_uring() {
+    if !uring_available() {
+        eprintln!("io_uring unavailable here; skipped");
+        return;
+    }
+    hammer(BackendKind::IoUring, Durability::SyncWal, 500, 64 << 10);
+}
+
+// ---- Poisoning under injected failures -------------------------------------------------------
+
+/// Fails the `n`-th `write_at` or `sync_data` counted from when it is armed (0 = never). Files
+/// have no raw descriptor, so the WAL runs its sync device on them.
+#[derive(Debug, Default)]
+struct Plan {
+    writes: AtomicU64,
+    syncs: AtomicU64,
+    fail_write_at: AtomicU64,
+    fail_sync_at: AtomicU64,
+}
+
+impl Plan {
+    fn fail_nth_write(&self, n: u64) {
+        self.fail_write_at
+            .store(self.writes.load(Ordering::SeqCst) + n, Ordering::SeqCst);
+    }
+    fn fail_nth_sync(&self, n: u64) {
+        self.fail_sync_at
+            .store(self.syncs.load(Ordering::SeqCst) + n, Ordering::SeqCst);
+    }
+}
+
+#[derive(Debug)]
+struct FailingFs {
+    plan: Arc<Plan>,
+}
+
+#[derive(Debug)]
+struct FailingFile {
+    inner: Arc<dyn File>,
+    plan: Arc<Plan>,
+}
+
+impl File for FailingFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let n = self.plan.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.plan.fail_write_at.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        let n = self.plan.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.plan.fail_sync_at.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
+        self.inner.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.inner.allocate(len)
+    }
+    fn truncate(&self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn raw_fd(&self) -> Option<i32> {
+        None
+    }
+}
+
+impl FileSystem for FailingFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(dir)
+    }
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        Ok(Arc::new(FailingFile {
+            inner: RealFs.create(path)?,
+            plan: self.plan.clone(),
+        }))
+    }
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        Ok(Arc::new(FailingFile {
+            inner: RealFs.open(path)?,
+            plan: self.plan.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        RealFs.list(dir)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        RealFs.exists(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        RealFs.lock(path)
+    }
+}
+
+fn failing(dir: &Path, segment_size: u64) -> (Wal, Arc<Plan>) {
+    let plan = Arc::new(Plan::default());
+    let fs: SharedFs = Arc::new(FailingFs { plan: plan.clone() });
+    // Auto: no raw descriptor, so the sync device runs even where io_uring exists.
+    let w = Wal::open(fs, dir, opts(BackendKind::Auto, segment_size), 1).unwrap();
+    assert_eq!(w.stats().backend, BackendKind::Sync);
+    (w, plan)
+}
+
+fn assert_poisoned<T: std::fmt::Debug>(r: cellar::Result<T>) {
+    assert!(
+        matches!(r, Err(Error::Poisoned(_))),
+        "expected Poisoned, got {r:?}"
+    );
+}
+
+fn assert_stays_poisoned(w: &Wal, plan: &Plan) {
+    let writes = plan.writes.load(Ordering::SeqCst);
+    let syncs = plan.syncs.load(Ordering::SeqCst);
+    assert!(w.poisoned().is_some());
+    assert_poisoned(w.append(b"later", Durability::SyncWal));
+    assert_poisoned(w.append(b"later", Durability::FsyncWal));
+    assert_poisoned(w.append(b"later", Durability::AsyncWal));
+    assert_poisoned(w.sync());
+    assert_poisoned(w.roll());
+    // SkipWal writes nothing, so it still works.
+    assert!(w.append(b"later", Durability::SkipWal).is_ok());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        plan.writes.load(Ordering::SeqCst),
+        writes,
+        "wrote after poisoning"
+    );
+    assert_eq!(
+        plan.syncs.load(Ordering::SeqCst),
+        syncs,
+        "synced after poisoning"
+    );
+}
+
+#[test]
+fn failed_fsync_poisons_and_is_never_retried() {
+    let d = tempfile::tempdir().unwrap();
+    let (w, plan) = failing(d.path(), 1 << 20);
+    assert_eq!(w.append(b"a", Durability::FsyncWal).unwrap(), 1);
+    plan.fail_nth_sync(1);
+    assert_poisoned(w.append(b"b", Durability::FsyncWal));
+    assert!(
+        w.poisoned().unwrap().contains("I/O error"),
+        "{:?}",
+        w.poisoned()
+    );
+    assert_stays_poisoned(&w, &plan);
+    assert_poisoned(w.close());
+    // "a" is durable; "b" may or may not be there (its write happened, its sync failed).
+    let got = read_all(d.path(), RecoveryMode::Strict);
+    assert_eq!(got[0], (1, b"a".to_vec()));
+    assert!(got.len() <= 2);
+}
+
+#[test]
+fn failed_write_poisons() {
+    let d = tempfile::tempdir().unwrap();
+    let (w, plan) = failing(d.path(), 1 << 20);
+    assert_eq!(w.append(b"a", Durability::SyncWal).unwrap(), 1);
+    plan.fail_nth_write(1);
+    assert_poisoned(w.append(b"b", Durability::SyncWal));
+    assert_stays_poisoned(&w, &plan);
+    drop(w);
+    assert_eq!(
+        read_all(d.path(), RecoveryMode::Strict),
+        vec![(1, b"a".to_vec())]
+    );
+}
+
+#[test]
+fn failed_sync_at_segment_roll_poisons() {
+    let d = tempfile::tempdir().unwrap();
+    let (w, plan) = failing(d.path(), 4096);
+    w.append(&[1u8; 2000], Durability::SyncWal).unwrap();
+    plan.fail_nth_sync(1); // the roll's sync of the old segment
+    assert_poisoned(w.append(&[2u8; 3000], Durability::SyncWal));
+    assert_stays_poisoned(&w, &plan);
+}
+
+#[test]
+fn concurrent_writers_see_poison_and_every_ack_survives() {
+    let d = tempfile::tempdir().unwrap();
+    let (w, plan) = failing(d.path(), 1 << 20);
+    plan.fail_nth_sync(6);
+    let w = Arc::new(w);
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let mut results = Vec::new();
+                for _ in 0..50 {
+                    results.push(w.append(b"payload", Durability::FsyncWal));
+                }
+                results
+            })
+        })
+        .collect();
+    let mut acked = Vec::new();
+    for h in handles {
+        let results = h.join().unwrap();
+        // Once a thread saw the poison, it is never acknowledged again.
+        let first_err = results.iter().position(|r| r.is_err()).expect("poisoned");
+        assert!(results[first_err..]
+            .iter()
+            .all(|r| matches!(r, Err(Error::Poisoned(_)))));
+        acked.extend(results[..first_err].iter().map(|r| *r.as_ref().unwrap()));
+    }
+    assert!(!acked.is_empty());
+    drop(w);
+    let got: Vec<u64> = read_all(d.path(), RecoveryMode::Strict)
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    for s in &acked {
+        assert!(got.contains(s), "acknowledged seq {s} lost");
+    }
+}
