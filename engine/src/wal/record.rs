@@ -1,6 +1,6 @@
 //! WAL record framing. Pure functions over byte slices, no I/O, so the decoder can be fuzzed.
 //!
-//! Layout (all integers little-endian, SPEC.md §2.1):
+//! Layout (SPEC.md §16.2; all integers little-endian, §2.1):
 //!
 //! ```text
 //! offset  size  field
