@@ -8,6 +8,8 @@
 
 pub mod error;
 pub mod fs;
+pub mod schema;
+pub mod types;
 pub mod wal;
 
 pub use cellar_format as format;

@@ -1,0 +1,73 @@
+//! Small shared types of the engine.
+
+/// Sequence number of a write batch: assigned by the WAL in log order, 1 upward. A read at
+/// read point `P` sees exactly the batches with `seq <= P`.
+pub type SeqNo = u64;
+
+/// Number of a file (HFile or manifest) in the database directory, never reused.
+pub type FileNumber = u64;
+
+/// Identifier of a table, never reused within a database.
+pub type TableId = u32;
+
+/// Identifier of a column family, unique across the whole database (not per table), never
+/// reused: files, memstores and WAL records name families by it.
+pub type FamilyId = u32;
+
+/// Cell timestamp in milliseconds since the Unix epoch (HBase's convention).
+pub type Timestamp = u64;
+
+/// "Assign the current time when the write is applied" (HBase's LATEST_TIMESTAMP).
+pub const LATEST_TIMESTAMP: Timestamp = u64::MAX;
+
+/// Current wall-clock time in milliseconds.
+pub fn now_ms() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the manifest records of one HFile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// File number; the file is `{number:06}.hfile` in the family's directory.
+    pub number: FileNumber,
+    /// Family the file belongs to.
+    pub family: FamilyId,
+    /// LSM level (0 = flush output, overlapping).
+    pub level: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// First cell key (encoded, SPEC.md §3.1).
+    pub smallest: Vec<u8>,
+    /// Last cell key (encoded).
+    pub largest: Vec<u8>,
+    /// Smallest sequence number in the file.
+    pub min_seq: SeqNo,
+    /// Largest sequence number in the file.
+    pub max_seq: SeqNo,
+    /// Smallest cell timestamp.
+    pub min_ts: Timestamp,
+    /// Largest cell timestamp.
+    pub max_ts: Timestamp,
+    /// Number of cells.
+    pub entries: u64,
+}
+
+/// A cursor over cells in key order (SPEC.md §3.2), the one interface the read path merges:
+/// memstores and HFiles both provide it. Verbs as everywhere in Cellar.
+pub trait CellIter {
+    /// Position on the first cell whose key is `>= target` (an encoded key).
+    fn seek(&mut self, target: &[u8]) -> crate::Result<()>;
+    /// Position on the first cell.
+    fn seek_to_first(&mut self) -> crate::Result<()>;
+    /// Advance.
+    fn next(&mut self) -> crate::Result<()>;
+    /// True when positioned on a cell.
+    fn valid(&self) -> bool;
+    /// Current encoded key.
+    fn key(&self) -> &[u8];
+    /// Current value.
+    fn value(&self) -> &[u8];
+}
