@@ -99,9 +99,11 @@ pub struct BlockHandle {
 }
 
 impl BlockHandle {
-    /// Total bytes the block occupies in the file, envelope included.
+    /// Total bytes the block occupies in the file, envelope included. Saturates: a handle
+    /// decoded from a damaged file may carry any length, and must then fail the bounds check
+    /// against the file, not overflow.
     pub fn total_len(&self) -> u64 {
-        self.stored_len + BLOCK_TRAILER_LEN as u64
+        self.stored_len.saturating_add(BLOCK_TRAILER_LEN as u64)
     }
 
     /// Offset one past the block's envelope.
@@ -223,25 +225,27 @@ impl From<Malformed> for UnsealError {
     }
 }
 
-/// Check and open a stored block read from `offset`: envelope, checksum (when `verify`),
-/// expected type, bounded decompression. Returns the raw payload.
+/// Check and open a stored block read from `offset`: checksum (when `verify`) first — so a
+/// flipped type or compression byte reads as the checksum mismatch it is — then envelope
+/// fields, expected type, bounded decompression. Returns the raw payload.
 pub fn unseal_block(
     stored: &[u8],
     offset: u64,
     expected: &[BlockType],
     verify: bool,
 ) -> Result<(Vec<u8>, Envelope), UnsealError> {
-    let (payload, env) = read_envelope(stored)?;
-    if verify {
-        let head_end = stored.len() - 4;
-        let actual = block_checksum(offset, &[stored.get(..head_end).unwrap_or_default()]);
-        if actual != env.checksum {
+    if verify && stored.len() >= BLOCK_TRAILER_LEN {
+        let (covered, sum) = stored.split_at(stored.len() - 4);
+        let expected_sum = Cursor::new(sum).u32("checksum")?;
+        let actual = block_checksum(offset, &[covered]);
+        if actual != expected_sum {
             return Err(UnsealError::Checksum {
-                expected: env.checksum,
+                expected: expected_sum,
                 actual,
             });
         }
     }
+    let (payload, env) = read_envelope(stored)?;
     if !expected.contains(&env.block_type) {
         return Err(UnsealError::Malformed(Malformed(format!(
             "block type {} where {} was expected",
