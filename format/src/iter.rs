@@ -30,6 +30,12 @@ pub struct HFileIter<'r, R: ReadAt> {
     reader: &'r HFileReader<R>,
     index: Vec<Level>,
     data: Option<Level>,
+    /// Offset of the last block loaded at each depth (1 = the root's children) since the
+    /// cursor was last positioned, and the direction of travel. Blocks of one level lie in key
+    /// order at increasing offsets (SPEC.md §5), so a damaged index that leads back to a block
+    /// already passed is caught here instead of turning a scan into an exponential walk.
+    trail: Vec<Option<u64>>,
+    forward: bool,
 }
 
 impl<'r, R: ReadAt> HFileIter<'r, R> {
@@ -38,6 +44,8 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             reader,
             index: Vec::new(),
             data: None,
+            trail: Vec::new(),
+            forward: true,
         }
     }
 
@@ -92,6 +100,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     fn reset_to_root(&mut self) {
         self.data = None;
         self.index.clear();
+        self.trail.clear();
         self.index.push(Level {
             iter: BlockIter::new(self.reader.root().clone()),
             handle: self.reader.trailer().root_index,
@@ -122,14 +131,16 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
                 return Ok(());
             }
             let (ph, pty) = (parent.handle, parent.ty);
-            let value = self
+            let child = self
                 .reader
-                .decode_index_value(parent.iter.value(), ph, pty)?;
+                .decode_index_value(parent.iter.value(), ph, pty)?
+                .handle;
             let child_ty = self.reader.child_type(depth);
-            let block = self.reader.read_keyed(value.handle, child_ty)?;
+            let block = self.reader.read_keyed(child, child_ty)?;
+            self.check_order(depth + 1, child, ph, pty)?;
             let mut level = Level {
                 iter: BlockIter::new(block),
-                handle: value.handle,
+                handle: child,
                 ty: child_ty,
             };
             if let Err(m) = Self::position(&mut level.iter, how) {
@@ -140,6 +151,59 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
                 return Ok(());
             }
             self.index.push(level);
+        }
+    }
+
+    /// Enforce SPEC.md §5's layout rule on the child about to be loaded at `depth`: it lies
+    /// before its parent, and after (forward) or before (backward) the last block loaded at
+    /// that depth.
+    fn check_order(
+        &mut self,
+        depth: usize,
+        child: BlockHandle,
+        parent: BlockHandle,
+        pty: BlockType,
+    ) -> Result<()> {
+        if self.trail.len() <= depth {
+            self.trail.resize(depth + 1, None);
+        }
+        let prev = self.trail.get(depth).copied().flatten();
+        let out_of_order = match prev {
+            Some(p) if self.forward => child.offset <= p,
+            Some(p) => child.offset >= p,
+            None => false,
+        };
+        if child.offset >= parent.offset || out_of_order {
+            let m = Malformed(format!(
+                "index entry points at the block at {}, which is not before its parent or not past the block at {} on its level",
+                child.offset,
+                prev.map_or_else(|| "-".to_owned(), |p| p.to_string())
+            ));
+            self.data = None;
+            self.index.clear();
+            return Err(self.reader.corrupt(parent, pty.region(), m));
+        }
+        if let Some(slot) = self.trail.get_mut(depth) {
+            *slot = Some(child.offset);
+        }
+        Ok(())
+    }
+
+    /// Change the direction of travel: the trail then only holds the blocks currently open on
+    /// the path, which are the starting points in the new direction.
+    fn turn(&mut self, forward: bool) {
+        if self.forward != forward {
+            self.forward = forward;
+            let open: Vec<u64> = self
+                .index
+                .iter()
+                .skip(1)
+                .map(|l| l.handle.offset)
+                .chain(self.data.as_ref().map(|d| d.handle.offset))
+                .collect();
+            self.trail = std::iter::once(None)
+                .chain(open.into_iter().map(Some))
+                .collect();
         }
     }
 
@@ -165,6 +229,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Move to the first cell of the next data block that has one.
     fn next_block(&mut self) -> Result<()> {
+        self.turn(true);
         while self.step_index(true)? {
             self.descend(Descend::First)?;
             if self.valid() {
@@ -176,6 +241,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Move to the last cell of the previous data block that has one.
     fn prev_block(&mut self) -> Result<()> {
+        self.turn(false);
         while self.step_index(false)? {
             self.descend(Descend::Last)?;
             if self.valid() {
@@ -188,6 +254,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// Position on the first cell.
     pub fn seek_to_first(&mut self) -> Result<()> {
         self.reset_to_root();
+        self.forward = true;
         self.position_root(Descend::First)?;
         self.descend(Descend::First)?;
         if !self.valid() {
@@ -199,6 +266,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// Position on the last cell.
     pub fn seek_to_last(&mut self) -> Result<()> {
         self.reset_to_root();
+        self.forward = false;
         self.position_root(Descend::Last)?;
         self.descend(Descend::Last)?;
         if !self.valid() {
@@ -221,6 +289,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// Position on the first cell whose key is `>= target`.
     pub fn seek(&mut self, target: &KeyRef<'_>) -> Result<()> {
         self.reset_to_root();
+        self.forward = true;
         self.position_root(Descend::Seek(target))?;
         self.descend(Descend::Seek(target))?;
         if !self.valid() {

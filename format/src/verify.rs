@@ -99,6 +99,7 @@ pub fn verify_with_progress<R: ReadAt + ?Sized>(
             truncated: false,
         },
         regions: Vec::new(),
+        last_child: Vec::new(),
         prev_key: None,
         seen: FileInfo {
             min_timestamp: u64::MAX,
@@ -136,6 +137,10 @@ struct Verifier<'a, R: ReadAt + ?Sized> {
     report: VerifyReport,
     /// (offset, total length, region) of every block found.
     regions: Vec<(u64, u64, Region)>,
+    /// Offset of the last child visited at each depth: the in-order walk must find them at
+    /// strictly increasing offsets (SPEC.md §5), which also keeps a damaged index that shares
+    /// blocks between parents from making the walk exponential.
+    last_child: Vec<Option<u64>>,
     prev_key: Option<Vec<u8>>,
     /// File info recomputed from the cells and blocks seen.
     seen: FileInfo,
@@ -327,6 +332,32 @@ impl<R: ReadAt + ?Sized> Verifier<'_, R> {
                 Ok(v) => {
                     let (first_key, min_ts, max_ts, child) =
                         (v.first_key.to_vec(), v.min_ts, v.max_ts, v.handle);
+                    if self.last_child.len() <= depth {
+                        self.last_child.resize(depth + 1, None);
+                    }
+                    let last = self.last_child.get(depth).copied().flatten();
+                    let seen_before = last.is_some_and(|l| child.offset <= l);
+                    // A child outside the block region is reported by the read below, at the
+                    // child's own offset.
+                    let in_region = child.end() <= self.data_end;
+                    if in_region && (child.offset >= h.offset || seen_before) {
+                        self.push(
+                            h.offset,
+                            ty.region(),
+                            format!(
+                                "entry {} points at the block at {}, not before its parent or not past the previous block of its level{}",
+                                encoded_key_to_string(&sep),
+                                child.offset,
+                                last.map_or_else(String::new, |l| format!(" at {l}"))
+                            ),
+                        );
+                        prev_sep = Some(sep);
+                        step = it.next();
+                        continue;
+                    }
+                    if let Some(slot) = self.last_child.get_mut(depth) {
+                        *slot = Some(child.offset);
+                    }
                     let sub = if child_ty == BlockType::Data {
                         self.check_data_block(child)?
                     } else {

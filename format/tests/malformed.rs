@@ -1112,8 +1112,9 @@ fn overlapping_blocks() {
     );
 }
 
-/// Two index entries naming the same block: its cells appear twice (out of order), and the
-/// block the second entry should name is owned by nobody.
+/// Two index entries naming the same block: the index revisits a block it already passed
+/// (SPEC.md §5's layout rule), and the block the second entry should name is owned by nobody.
+/// A scan stops with corruption instead of returning the block's cells twice.
 #[test]
 fn duplicate_index_entry() {
     let (mut bytes, l) = sample();
@@ -1124,12 +1125,14 @@ fn duplicate_index_entry() {
     dup[2].1 = entries[1].1.clone();
     let raw = build_block(&dup, 1);
     reseal_in_place(&mut bytes, leaf, &raw);
-    let (second, third) = (l.nth(BlockType::Data, 1), l.nth(BlockType::Data, 2));
-    let rep = verify_reports(&bytes, Region::Data, Some(second.handle.offset));
+    let third = l.nth(BlockType::Data, 2);
+    let rep = verify_reports(&bytes, Region::LeafIndex, Some(leaf.handle.offset));
     assert!(rep
         .problems
         .iter()
-        .any(|p| p.what.contains("does not sort after")));
+        .any(|p| p.what.contains("not past the previous block of its level")));
+    let e = scan_forward(&open(&bytes).unwrap()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
     let rep = verify_reports(&bytes, Region::File, Some(third.handle.offset));
     assert!(rep
         .problems
