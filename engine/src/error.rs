@@ -37,6 +37,23 @@ pub enum Error {
     /// Another process (or another `Db` in this one) holds the database directory.
     #[error("database directory {0} is locked by another process")]
     Locked(PathBuf),
+    /// No table of that name.
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    /// A table of that name exists already.
+    #[error("table exists: {0}")]
+    TableExists(String),
+    /// No namespace of that name.
+    #[error("namespace not found: {0}")]
+    NamespaceNotFound(String),
+    /// The table has no family of that name.
+    #[error("column family {family} not found in table {table}")]
+    FamilyNotFound {
+        /// Table.
+        table: String,
+        /// Family asked for.
+        family: String,
+    },
     /// The caller passed something invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

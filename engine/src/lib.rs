@@ -1,16 +1,91 @@
-//! `cellar`: the embeddable engine (memstore, WAL, flush, manifest, compaction, cache, MVCC
-//! read path, admin, recovery).
+//! `cellar`: an embeddable log-structured storage engine with the data model of HBase and
+//! Bigtable — namespaces, tables, column families, qualifiers, timestamped versions and delete
+//! markers — over Cellar's own HFile-like files (`SPEC.md`).
 //!
-//! **Under construction.** What exists: the error type, the file-system layer ([`fs`]) and the
-//! write-ahead log ([`wal`]). The rest of the write path (memstore, flush, manifest, recovery,
-//! the public `Db` API) is the next piece of work; the file format it builds on is complete in
-//! [`format`].
+//! ```
+//! use cellar::{Db, Delete, FamilyDescriptor, Get, Options, Put, Scan, TableDescriptor};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.create_table(
+//!     TableDescriptor::new("webtable")
+//!         .family(FamilyDescriptor::new("contents").max_versions(3))
+//!         .family(FamilyDescriptor::new("anchor")),
+//! )?;
+//! let t = db.table("webtable")?;
+//! t.put(Put::new("com.cnn.www").add_at("contents", "html", 3, "<html>v3"))?;
+//! t.put(Put::new("com.cnn.www").add_at("contents", "html", 5, "<html>v5"))?;
+//! t.put(Put::new("com.cnn.www").add("anchor", "cnnsi.com", "CNN"))?;
+//!
+//! // The newest version by default; more when asked.
+//! let row = t.get(&Get::new("com.cnn.www").column("contents", "html"))?.unwrap();
+//! assert_eq!(row.value("contents", "html"), Some(&b"<html>v5"[..]));
+//! let row = t.get(&Get::new("com.cnn.www").family("contents").max_versions(3))?.unwrap();
+//! assert_eq!(row.versions("contents", "html").len(), 2);
+//!
+//! // Deletes are markers; flush moves memstores into files and reads do not change.
+//! t.delete(Delete::new("com.cnn.www").column_at("contents", "html", 5))?;
+//! db.flush()?;
+//! let row = t.get(&Get::new("com.cnn.www").column("contents", "html"))?.unwrap();
+//! assert_eq!(row.value("contents", "html"), Some(&b"<html>v3"[..]));
+//! assert_eq!(t.scan(Scan::new())?.count(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Durability contract
+//!
+//! Each write chooses one of HBase's four levels ([`Durability`]); the database default is
+//! `SyncWal` and [`Options::min_durability`] can raise every write to a floor.
+//!
+//! - **Acknowledged-durable**: a write that returned `Ok` under `FsyncWal` (or was followed by
+//!   a successful WAL sync). Its WAL record and every earlier one went through an fdatasync
+//!   that started after their writes completed. It survives power loss.
+//! - **Acknowledged-buffered**: `Ok` under `SyncWal`: the record is in the operating system. It
+//!   survives a crash of the process, not of the machine. `AsyncWal` returns before the record
+//!   is written (it is, shortly); `SkipWal` writes none and is lost by any crash.
+//! - **Maybe**: a write in flight at the crash, or one that returned an error. After recovery it
+//!   is present whole or absent whole.
+//!
+//! After any recovery: (1) no acknowledged-durable write is lost; (2) the state is the result of
+//! the first R batches in sequence order, for some R at least the last acknowledged-durable
+//! one — no hole; (3) a batch (a row's mutations, or a cross-row [`WriteBatch`]) is visible
+//! whole or not at all, at every read point; (4) nothing appears that was not written; (5) a
+//! delete inside the recovered prefix stays deleted; (6) the manifest names only files that
+//! exist and verify; (7) corruption is reported as an error, never returned as data; (8) after a
+//! failed write or sync of the WAL, a flush or the manifest, the database is *poisoned*: it
+//! refuses writes with [`Error::Poisoned`] until reopened, and never retries an fsync and trusts
+//! it.
+//!
+//! # Modules
+//! - [`fs`]: the only door to files (real, and room for simulated and fault-injecting ones).
+//! - [`wal`]: the write-ahead log (io_uring with group commit, or pwrite; SPEC.md §16).
+//! - [`manifest`]: version edits, CURRENT, the live file set (SPEC.md §17).
+//! - [`memstore`], [`batch`], [`visibility`]: the write path's parts.
+//! - [`read`]: merging and version resolution (SPEC.md §13).
+//! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
 
+pub mod batch;
+mod db;
 pub mod error;
 pub mod fs;
+pub mod keys;
+pub mod manifest;
+pub mod memstore;
+pub mod read;
 pub mod schema;
+mod sync_shim;
 pub mod types;
+pub mod visibility;
 pub mod wal;
 
 pub use cellar_format as format;
+pub use db::{
+    Db, Delete, Mutation, Options, Put, RowMutations, ScanIter, Stats, Table, WriteBatch,
+    WriteOptions,
+};
 pub use error::{Error, Result};
+pub use read::query::{Cell, Get, Row, Scan, TimeRange};
+pub use schema::{
+    BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells, TableDescriptor, TableName,
+};
+pub use wal::{Durability, RecoveryMode};

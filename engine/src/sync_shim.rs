@@ -1,6 +1,7 @@
 //! The synchronisation primitives of the group-commit hand-off: `std::sync` in normal builds,
 //! `loom::sync` under `--cfg loom` so the model checker can explore every interleaving of
-//! [`super::commit`]. Only the hand-off goes through this shim; the rest of the WAL uses std.
+//! the WAL group-commit hand-off (`wal::commit`) and the read-point publisher (`visibility`).
+//! Only those two go through this shim; the rest of the engine uses std and parking_lot.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -25,9 +25,9 @@
 
 use std::collections::HashMap;
 
-use super::sync_shim::{Condvar, Mutex, MutexGuard};
 use super::Durability;
 use crate::error::{Error, Result};
+use crate::sync_shim::{Condvar, Mutex, MutexGuard};
 
 /// One queued unit of work for the writer.
 #[derive(Debug)]
@@ -353,7 +353,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::wal::sync_shim::{thread, Arc};
+    use crate::sync_shim::{thread, Arc};
 
     /// Runs the committer: publishes each batch (written, and synced when asked), or poisons on
     /// batch number `fail_at`. Checks that published watermarks never go backwards.

@@ -38,7 +38,6 @@ mod device;
 mod reader;
 pub mod record;
 mod sync;
-mod sync_shim;
 #[cfg(target_os = "linux")]
 mod uring;
 mod writer;
@@ -58,6 +57,7 @@ pub use uring::UringDevice;
 
 use crate::error::{Error, Result};
 use crate::fs::{File, SharedFs};
+use crate::sync_shim;
 
 /// How durable an append must be before it returns (HBase's four levels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -21,9 +21,10 @@ use super::commit::{Batch, Item, Shared};
 use super::device::WalDevice;
 use super::reader::segment_file_name;
 use super::record::{encode, framed_len};
-use super::{sync_shim, StatsInner};
+use super::StatsInner;
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem, SharedFs};
+use crate::sync_shim;
 
 /// The segment being appended to.
 #[derive(Debug)]

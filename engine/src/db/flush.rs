@@ -1,0 +1,262 @@
+//! Switching memstores and flushing them to L0 HFiles.
+//!
+//! A switch (under the exclusive `switch` lock, so no write is between WAL and memstore) rolls
+//! the WAL to a new segment — the generation's *boundary* — and freezes every non-empty active
+//! memstore into one generation. The flush thread writes each frozen memstore of the oldest
+//! generation to an HFile, syncs the files and their directories, logs one manifest edit (files
+//! added, `log_number` = boundary, `flushed_seq` per family), swaps in a super-version where
+//! the files replace the memstores, and only then deletes the WAL segments before the boundary.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cellar_format::{BloomConfig, HFileWriter, WriterOptions};
+
+use super::sv::{FamilyMems, SuperVersion};
+use super::{DbInner, FrozenGen};
+use crate::error::{Error, Result};
+use crate::fs::AppendWriter;
+use crate::manifest::{self, VersionEdit};
+use crate::memstore::MemStore;
+use crate::types::{now_ms, CellIter, FileMeta};
+
+impl DbInner {
+    /// Ask for a switch; only one thread performs it.
+    pub(super) fn request_switch(&self) {
+        if self.switch_requested.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let r = self.switch_memstores(false);
+        self.switch_requested.store(false, Ordering::Release);
+        if let Err(e) = r {
+            self.poison(format!("memstore switch failed: {e}"));
+        }
+    }
+
+    /// Freeze the active memstores into a generation for the flush thread. Unless `force`,
+    /// does nothing when they are below the write buffer size (another thread switched first).
+    pub(super) fn switch_memstores(&self, force: bool) -> Result<bool> {
+        let _exclusive = self.switch.write();
+        let sv = self.sv();
+        let (active, _) = sv.memstore_bytes();
+        let any = sv.mems.values().any(|m| !m.active.is_empty());
+        if !any || (!force && active < self.opts.write_buffer_size) {
+            return Ok(false);
+        }
+        let boundary = self.wal.roll()?;
+        let mut next = SuperVersion::clone(&sv);
+        let mut mems = Vec::new();
+        for (&id, m) in &sv.mems {
+            if m.active.is_empty() {
+                continue;
+            }
+            mems.push(m.active.clone());
+            let mut frozen = vec![m.active.clone()];
+            frozen.extend(m.frozen.iter().cloned());
+            next.mems.insert(
+                id,
+                FamilyMems {
+                    active: Arc::new(MemStore::new(id)),
+                    frozen,
+                },
+            );
+        }
+        *self.sv.write() = Arc::new(next);
+        let gen = FrozenGen {
+            boundary,
+            last_seq: self.visibility.read_point(),
+            mems,
+        };
+        tracing::debug!(
+            boundary,
+            last_seq = gen.last_seq,
+            families = gen.mems.len(),
+            "memstores switched"
+        );
+        self.frozen.lock().push_back(gen);
+        self.flush_cv.notify_all();
+        Ok(true)
+    }
+
+    /// Switch whatever is in the active memstores and wait until every generation frozen so
+    /// far is flushed.
+    pub(super) fn flush_and_wait(&self) -> Result<()> {
+        self.check_poisoned()?;
+        self.switch_memstores(true)?;
+        let mut g = self.frozen.lock();
+        loop {
+            if let Some(why) = self.poisoned.lock().clone() {
+                return Err(Error::Poisoned(why));
+            }
+            if g.is_empty() {
+                return Ok(());
+            }
+            self.flush_cv.wait(&mut g);
+        }
+    }
+
+    /// The flush thread: oldest generation first, until shutdown with nothing left.
+    pub(super) fn flush_loop(&self) {
+        loop {
+            let gen = {
+                let mut g = self.frozen.lock();
+                loop {
+                    if self.poisoned.lock().is_some() {
+                        return;
+                    }
+                    if let Some(front) = g.front() {
+                        break FrozenGen {
+                            boundary: front.boundary,
+                            last_seq: front.last_seq,
+                            mems: front.mems.clone(),
+                        };
+                    }
+                    if self.shutdown.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    self.flush_cv.wait(&mut g);
+                }
+            };
+            match self.flush_generation(&gen) {
+                Ok(()) => {
+                    let mut g = self.frozen.lock();
+                    g.pop_front();
+                    self.flush_cv.notify_all();
+                }
+                Err(e) => {
+                    self.poison(format!("flush failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn flush_generation(&self, gen: &FrozenGen) -> Result<()> {
+        let started = Instant::now();
+        let span = tracing::info_span!("flush", boundary = gen.boundary, families = gen.mems.len());
+        let _enter = span.enter();
+        let sv = self.sv();
+        let mut added = Vec::new();
+        let mut flushed_seq = Vec::new();
+        for mem in &gen.mems {
+            // A family dropped since the switch has nothing to keep.
+            let Some(desc) = sv.families.get(&mem.family()) else {
+                continue;
+            };
+            let number = self.manifest.lock().1.allocate_file_number();
+            let meta = self.write_hfile(mem, desc, number)?;
+            flushed_seq.push((mem.family(), gen.last_seq));
+            added.push(meta);
+        }
+        let mut dirs: Vec<_> = added
+            .iter()
+            .map(|m| manifest::family_dir(&self.dir, m.family))
+            .collect();
+        dirs.push(self.dir.join(manifest::DATA_DIR));
+        dirs.dedup();
+        for d in &dirs {
+            self.fs
+                .sync_dir(d)
+                .map_err(|e| Error::io(d, "syncing a family directory after flush", e))?;
+        }
+        let bytes: u64 = added.iter().map(|m| m.size).sum();
+        let files = added.len() as u64;
+        let edit = VersionEdit {
+            log_number: Some(gen.boundary),
+            last_seq: Some(gen.last_seq),
+            flushed_seq,
+            added_files: added,
+            ..VersionEdit::default()
+        };
+        {
+            let _exclusive = self.switch.write();
+            let mut m = self.manifest.lock();
+            let (man, state) = &mut *m;
+            man.log_and_apply(state, edit)?;
+            let current = self.sv();
+            let mut next = SuperVersion::build(state, Some(&current));
+            for mem in &gen.mems {
+                if let Some(fm) = next.mems.get_mut(&mem.family()) {
+                    fm.frozen.retain(|f| !Arc::ptr_eq(f, mem));
+                }
+            }
+            *self.sv.write() = Arc::new(next);
+        }
+        let deleted = self.wal.delete_segments_before(gen.boundary)?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .flushed_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+        self.counters
+            .flushed_files
+            .fetch_add(files, Ordering::Relaxed);
+        tracing::info!(
+            files,
+            bytes,
+            wal_segments_deleted = deleted,
+            ms = started.elapsed().as_millis() as u64,
+            "flushed"
+        );
+        Ok(())
+    }
+
+    /// Write one memstore as an L0 HFile, synced.
+    fn write_hfile(
+        &self,
+        mem: &MemStore,
+        desc: &crate::schema::FamilyDescriptor,
+        number: u64,
+    ) -> Result<FileMeta> {
+        let dir = manifest::family_dir(&self.dir, mem.family());
+        self.fs
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
+        let path = manifest::hfile_path(&self.dir, mem.family(), number);
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io(&path, "creating an HFile", e))?;
+        let mut o = WriterOptions::new(desc.name.as_bytes());
+        o.block_size = desc.block_size as usize;
+        o.compression = desc.compression;
+        o.bloom = BloomConfig {
+            bloom_type: desc.bloom,
+            ..BloomConfig::default()
+        };
+        o.created_at_ms = now_ms();
+        let mut w = HFileWriter::new(
+            AppendWriter::new(file.clone()),
+            path.display().to_string(),
+            o,
+        )?;
+        let mut it = mem.iter();
+        it.seek_to_first()?;
+        while it.valid() {
+            let key = cellar_format::KeyRef::parse(it.key()).map_err(|m| Error::Corruption {
+                file: path.clone(),
+                offset: 0,
+                what: format!("memstore key: {m}"),
+            })?;
+            w.append_with_tags(&key, it.value(), it.tags())?;
+            it.next()?;
+        }
+        let (_, summary) = w.finish()?;
+        file.sync_data()
+            .map_err(|e| Error::io(&path, "syncing a flushed HFile", e))?;
+        let info = &summary.info;
+        Ok(FileMeta {
+            number,
+            family: mem.family(),
+            level: 0,
+            size: summary.file_size,
+            smallest: info.first_key.clone().unwrap_or_default(),
+            largest: info.last_key.clone().unwrap_or_default(),
+            min_seq: mem.min_seq(),
+            max_seq: info.max_seq,
+            min_ts: info.min_timestamp,
+            max_ts: info.max_timestamp,
+            entries: info.entries,
+        })
+    }
+}

@@ -1,0 +1,717 @@
+//! The database: open and recovery, the write path, flush, admin and reads.
+//!
+//! # Concurrency
+//! - `switch` (an `RwLock<()>`): every write holds it shared from resolving its families through
+//!   WAL append and memstore insert to marking its batch applied; switching memstores and
+//!   changing the schema hold it exclusively. So when a switch runs, every sequence number
+//!   assigned so far is in a memstore, and the WAL segment it rolls to holds only later ones:
+//!   a flushed generation covers exactly the segments before its boundary.
+//! - `sv`: the current [`SuperVersion`], swapped whole. Readers take the read point *first*,
+//!   then the super-version: every batch at or below the read point is then in a memstore or
+//!   file of that super-version (flush installs the file and drops the memstore in one swap).
+//! - `manifest`: the manifest writer and state, behind one mutex; every metadata change is
+//!   logged durably before it is applied.
+//! - One background thread flushes frozen memstore generations, oldest first.
+
+mod flush;
+mod mutation;
+mod options;
+mod read;
+mod sv;
+mod write;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
+pub use options::{Options, WriteOptions};
+pub use read::ScanIter;
+
+use crate::error::{Error, Result};
+use crate::fs::{FormatSource, LockGuard, SharedFs};
+use crate::manifest::{self, Manifest, ManifestState, TableEntry, VersionEdit};
+use crate::memstore::MemStore;
+use crate::read::query::{Get, Row, Scan};
+use crate::schema::{validate_name, TableDescriptor, TableName};
+use crate::types::{FileNumber, SeqNo};
+use crate::visibility::Visibility;
+use crate::wal::{self, Wal};
+use cellar_format::HFileReader;
+use sv::SuperVersion;
+
+/// Sub-directory of the WAL segments.
+const WAL_DIR: &str = "wal";
+/// The lock file.
+const LOCK_FILE: &str = "LOCK";
+
+/// A generation of memstores frozen by one switch, waiting to be flushed together.
+#[derive(Debug)]
+struct FrozenGen {
+    /// WAL segment the switch rolled to: every batch of this generation is in older segments.
+    boundary: u64,
+    /// Highest sequence number in the generation.
+    last_seq: SeqNo,
+    mems: Vec<Arc<MemStore>>,
+}
+
+/// Counters a user can read ([`Db::stats`]).
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    user_bytes: AtomicU64,
+    flushes: AtomicU64,
+    flushed_bytes: AtomicU64,
+    flushed_files: AtomicU64,
+    stalls: AtomicU64,
+    stall_micros: AtomicU64,
+    slowdowns: AtomicU64,
+    bloom_skips: AtomicU64,
+    range_skips: AtomicU64,
+    time_skips: AtomicU64,
+}
+
+/// A snapshot of the database's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Write calls applied.
+    pub writes: u64,
+    /// Bytes of keys and values written by users.
+    pub user_bytes_written: u64,
+    /// Memstore generations flushed.
+    pub flushes: u64,
+    /// Bytes of HFiles written by flushes.
+    pub flushed_bytes: u64,
+    /// HFiles written by flushes.
+    pub flushed_files: u64,
+    /// Writes that had to wait for flushes (stop condition).
+    pub stalls: u64,
+    /// Time writers spent stopped, in microseconds.
+    pub stall_micros: u64,
+    /// Writes delayed by the slowdown condition.
+    pub slowdowns: u64,
+    /// Files a Get skipped because their bloom filter excluded the row or column.
+    pub bloom_skips: u64,
+    /// Files a read skipped because their key range missed it.
+    pub range_skips: u64,
+    /// Files a read skipped because their time range missed the query's.
+    pub time_skips: u64,
+    /// Bytes in active memstores.
+    pub memstore_active_bytes: u64,
+    /// Bytes in frozen memstores waiting for flush.
+    pub memstore_frozen_bytes: u64,
+    /// HFiles live.
+    pub live_files: u64,
+    /// The WAL backend that runs (`io_uring` or `pwrite`), and its counters.
+    pub wal: wal::WalStats,
+    /// Read point: the highest sequence number visible.
+    pub read_point: SeqNo,
+}
+
+#[derive(Debug)]
+pub(crate) struct DbInner {
+    dir: PathBuf,
+    fs: SharedFs,
+    opts: Options,
+    _lock: Box<dyn LockGuard>,
+    wal: Wal,
+    switch: RwLock<()>,
+    switch_requested: AtomicBool,
+    sv: RwLock<Arc<SuperVersion>>,
+    manifest: Mutex<(Manifest, ManifestState)>,
+    frozen: Mutex<VecDeque<FrozenGen>>,
+    /// Signalled when a generation is frozen (wakes the flusher) and when one is flushed
+    /// (wakes stalled writers and `flush` callers).
+    flush_cv: Condvar,
+    visibility: Visibility,
+    poisoned: Mutex<Option<String>>,
+    readers: Mutex<HashMap<FileNumber, Arc<HFileReader<FormatSource>>>>,
+    counters: Counters,
+    shutdown: AtomicBool,
+}
+
+/// An open database. Cheap to clone; all clones share one engine, closed when the last drops.
+#[derive(Debug, Clone)]
+pub struct Db {
+    inner: Arc<DbInner>,
+    /// Held for its `Drop`: the last clone stops and joins the flush thread.
+    _flusher: Arc<FlusherHandle>,
+}
+
+/// Joins the flush thread when the last `Db` clone drops.
+#[derive(Debug)]
+struct FlusherHandle {
+    inner: Arc<DbInner>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for FlusherHandle {
+    fn drop(&mut self) {
+        self.inner.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _g = self.inner.frozen.lock();
+            self.inner.flush_cv.notify_all();
+        }
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Db {
+    /// Open (or create) the database in `path`.
+    ///
+    /// Recovery: reads CURRENT and the manifest, deletes files no version refers to, replays
+    /// the WAL from the oldest segment not yet flushed, and schedules a flush of what it
+    /// replayed. A second open of the same directory, in this or another process, fails with
+    /// [`Error::Locked`].
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let inner = Arc::new(DbInner::open(path.as_ref(), opts)?);
+        let t = {
+            let worker = inner.clone();
+            std::thread::Builder::new()
+                .name("cellar-flush".into())
+                .spawn(move || worker.flush_loop())
+                .map_err(|e| Error::io(&inner.dir, "starting the flush thread", e))?
+        };
+        let flusher = Arc::new(FlusherHandle {
+            inner: inner.clone(),
+            thread: Mutex::new(Some(t)),
+        });
+        Ok(Db {
+            inner,
+            _flusher: flusher,
+        })
+    }
+
+    /// Flush every memstore and wait until the files are installed; the WAL segments they
+    /// covered are deleted.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_and_wait()
+    }
+
+    /// Flush and stop. Dropping the last clone does the same without reporting errors.
+    pub fn close(self) -> Result<()> {
+        let r = self.inner.flush_and_wait();
+        drop(self);
+        r
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Why the database refuses writes, if it does.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.poisoned.lock().clone()
+    }
+
+    /// Create a namespace.
+    pub fn create_namespace(&self, name: &str) -> Result<()> {
+        validate_name("namespace", name)?;
+        self.inner.admin_edit(|state| {
+            if state.namespaces().contains(name) {
+                return Err(Error::InvalidArgument(format!("namespace {name} exists")));
+            }
+            Ok(VersionEdit {
+                create_namespaces: vec![name.to_owned()],
+                ..VersionEdit::default()
+            })
+        })
+    }
+
+    /// Drop an empty namespace (`default` cannot be dropped).
+    pub fn drop_namespace(&self, name: &str) -> Result<()> {
+        self.inner.admin_edit(|state| {
+            if name == crate::schema::DEFAULT_NAMESPACE {
+                return Err(Error::InvalidArgument(
+                    "the default namespace cannot be dropped".into(),
+                ));
+            }
+            if !state.namespaces().contains(name) {
+                return Err(Error::NamespaceNotFound(name.to_owned()));
+            }
+            if state
+                .tables()
+                .values()
+                .any(|t| t.descriptor.name.namespace == name)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "namespace {name} still has tables"
+                )));
+            }
+            Ok(VersionEdit {
+                drop_namespaces: vec![name.to_owned()],
+                ..VersionEdit::default()
+            })
+        })
+    }
+
+    /// Namespaces, sorted.
+    pub fn list_namespaces(&self) -> Vec<String> {
+        self.inner
+            .manifest
+            .lock()
+            .1
+            .namespaces()
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Create a table.
+    pub fn create_table(&self, desc: TableDescriptor) -> Result<()> {
+        desc.validate()?;
+        self.inner.admin_edit(|state| {
+            if !state.namespaces().contains(&desc.name.namespace) {
+                return Err(Error::NamespaceNotFound(desc.name.namespace.clone()));
+            }
+            if state.table_by_name(&desc.name).is_some() {
+                return Err(Error::TableExists(desc.name.to_string()));
+            }
+            let id = state.next_table_id();
+            let first = state.next_family_id();
+            let family_ids: Vec<u32> = (0..desc.families.len() as u32).map(|i| first + i).collect();
+            Ok(VersionEdit {
+                next_table_id: Some(id + 1),
+                next_family_id: Some(first + desc.families.len() as u32),
+                put_tables: vec![TableEntry {
+                    id,
+                    descriptor: desc.clone(),
+                    family_ids,
+                }],
+                ..VersionEdit::default()
+            })
+        })
+    }
+
+    /// Change a table's families: add families, change settings, or remove families (whose
+    /// files are deleted). Families are matched by name.
+    pub fn alter_table(&self, desc: TableDescriptor) -> Result<()> {
+        desc.validate()?;
+        let removed = self.inner.admin_edit_with_files(|state| {
+            let Some(old) = state.table_by_name(&desc.name) else {
+                return Err(Error::TableNotFound(desc.name.to_string()));
+            };
+            let mut next_family = state.next_family_id();
+            let family_ids: Vec<u32> = desc
+                .families
+                .iter()
+                .map(|f| {
+                    old.descriptor
+                        .families
+                        .iter()
+                        .position(|o| o.name == f.name)
+                        .and_then(|i| old.family_ids.get(i).copied())
+                        .unwrap_or_else(|| {
+                            next_family += 1;
+                            next_family - 1
+                        })
+                })
+                .collect();
+            let gone: Vec<u32> = old
+                .family_ids
+                .iter()
+                .copied()
+                .filter(|id| !family_ids.contains(id))
+                .collect();
+            let deleted = files_of(state, &gone);
+            Ok((
+                VersionEdit {
+                    next_family_id: Some(next_family),
+                    put_tables: vec![TableEntry {
+                        id: old.id,
+                        descriptor: desc.clone(),
+                        family_ids,
+                    }],
+                    deleted_files: deleted.clone(),
+                    ..VersionEdit::default()
+                },
+                deleted,
+            ))
+        })?;
+        self.inner.delete_files(&removed);
+        Ok(())
+    }
+
+    /// Drop a table and delete its files.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let name = TableName::parse(name)?;
+        let removed = self.inner.admin_edit_with_files(|state| {
+            let Some(t) = state.table_by_name(&name) else {
+                return Err(Error::TableNotFound(name.to_string()));
+            };
+            let deleted = files_of(state, &t.family_ids);
+            Ok((
+                VersionEdit {
+                    drop_tables: vec![t.id],
+                    ..VersionEdit::default()
+                },
+                deleted,
+            ))
+        })?;
+        self.inner.delete_files(&removed);
+        Ok(())
+    }
+
+    /// A table's descriptor.
+    pub fn describe(&self, name: &str) -> Result<TableDescriptor> {
+        let name = TableName::parse(name)?;
+        let sv = self.inner.sv();
+        sv.tables
+            .get(&name)
+            .map(|t| t.descriptor.clone())
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))
+    }
+
+    /// Whether a table exists.
+    pub fn table_exists(&self, name: &str) -> Result<bool> {
+        let name = TableName::parse(name)?;
+        Ok(self.inner.sv().tables.contains_key(&name))
+    }
+
+    /// Every table, sorted by name.
+    pub fn list_tables(&self) -> Vec<TableName> {
+        let mut v: Vec<TableName> = self.inner.sv().tables.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// A handle on a table: cheap, `Clone + Send + Sync`.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let name = TableName::parse(name)?;
+        if !self.inner.sv().tables.contains_key(&name) {
+            return Err(Error::TableNotFound(name.to_string()));
+        }
+        Ok(Table {
+            db: self.clone(),
+            name,
+        })
+    }
+
+    /// Apply a batch of mutations on any rows and tables atomically; returns its sequence
+    /// number.
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
+        let items = batch.resolve_tables()?;
+        self.inner.write(&items, opts)
+    }
+}
+
+/// A table handle.
+#[derive(Debug, Clone)]
+pub struct Table {
+    db: Db,
+    name: TableName,
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(&self) -> &TableName {
+        &self.name
+    }
+
+    /// Write a put with the database's default durability.
+    pub fn put(&self, p: Put) -> Result<SeqNo> {
+        self.put_with(p, WriteOptions::default())
+    }
+
+    /// Write a put.
+    pub fn put_with(&self, p: Put, opts: WriteOptions) -> Result<SeqNo> {
+        let m = Mutation::Put(p);
+        self.db.inner.write(&[(self.name.clone(), &m)], opts)
+    }
+
+    /// Write a delete with the database's default durability.
+    pub fn delete(&self, d: Delete) -> Result<SeqNo> {
+        self.delete_with(d, WriteOptions::default())
+    }
+
+    /// Write a delete.
+    pub fn delete_with(&self, d: Delete, opts: WriteOptions) -> Result<SeqNo> {
+        let m = Mutation::Delete(d);
+        self.db.inner.write(&[(self.name.clone(), &m)], opts)
+    }
+
+    /// Apply mutations of one row atomically.
+    pub fn mutate_row(&self, rm: RowMutations, opts: WriteOptions) -> Result<SeqNo> {
+        if let Some(m) = rm.mutations.iter().find(|m| m.row() != rm.row.as_slice()) {
+            return Err(Error::InvalidArgument(format!(
+                "row mutation on {} holds a mutation of row {}",
+                cellar_format::display::to_string_binary(&rm.row),
+                cellar_format::display::to_string_binary(m.row())
+            )));
+        }
+        let items: Vec<(TableName, &Mutation)> = rm
+            .mutations
+            .iter()
+            .map(|m| (self.name.clone(), m))
+            .collect();
+        self.db.inner.write(&items, opts)
+    }
+
+    /// Read one row.
+    pub fn get(&self, get: &Get) -> Result<Option<Row>> {
+        self.db.inner.get(&self.name, get)
+    }
+
+    /// Scan rows; the iterator sees one snapshot from its first row to its last.
+    pub fn scan(&self, scan: Scan) -> Result<ScanIter> {
+        read::ScanIter::new(self.db.inner.clone(), &self.name, scan)
+    }
+}
+
+fn files_of(state: &ManifestState, families: &[u32]) -> Vec<(u32, u32, FileNumber)> {
+    let v = state.current();
+    let mut out = Vec::new();
+    for &f in families {
+        if let Some(levels) = v.levels(f) {
+            for (level, files) in levels.iter().enumerate() {
+                out.extend(files.iter().map(|m| (f, level as u32, m.number)));
+            }
+        }
+    }
+    out
+}
+
+impl DbInner {
+    fn open(dir: &Path, opts: Options) -> Result<DbInner> {
+        let fs = opts.fs.clone();
+        fs.create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "creating the database directory", e))?;
+        let lock = fs.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(dir.to_path_buf())
+            } else {
+                Error::io(dir.join(LOCK_FILE), "locking the database", e)
+            }
+        })?;
+        let exists = manifest::database_exists(&*fs, dir)?;
+        let (man, state) = match (exists, opts.create_if_missing, opts.error_if_exists) {
+            (true, _, true) => {
+                return Err(Error::InvalidArgument(format!(
+                    "a database exists in {}",
+                    dir.display()
+                )))
+            }
+            (true, _, false) => Manifest::open_with(fs.clone(), dir, opts.manifest.clone())?,
+            (false, true, _) => Manifest::create_with(fs.clone(), dir, opts.manifest.clone())?,
+            (false, false, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "no database in {} and create_if_missing is off",
+                    dir.display()
+                )))
+            }
+        };
+        for name in man.obsolete_files(&state)? {
+            let p = dir.join(&name);
+            match fs.remove(&p) {
+                Ok(()) => {
+                    tracing::info!(file = %p.display(), "removed a file no version refers to")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "could not remove an obsolete file")
+                }
+            }
+        }
+        let sv = SuperVersion::build(&state, None);
+        let wal_dir = dir.join(WAL_DIR);
+        fs.create_dir_all(&wal_dir)
+            .map_err(|e| Error::io(&wal_dir, "creating the WAL directory", e))?;
+        let (last_replayed, replayed) = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
+        let last_seq = state.last_seq().max(last_replayed);
+        let wal = Wal::open(fs.clone(), &wal_dir, opts.wal.clone(), last_seq + 1)?;
+        tracing::info!(
+            dir = %dir.display(),
+            backend = ?wal.stats().backend,
+            replayed,
+            last_seq,
+            "database opened"
+        );
+        let inner = DbInner {
+            dir: dir.to_path_buf(),
+            fs,
+            opts,
+            _lock: lock,
+            switch: RwLock::new(()),
+            switch_requested: AtomicBool::new(false),
+            sv: RwLock::new(Arc::new(sv)),
+            manifest: Mutex::new((man, state)),
+            frozen: Mutex::new(VecDeque::new()),
+            flush_cv: Condvar::new(),
+            visibility: Visibility::new(last_seq),
+            poisoned: Mutex::new(None),
+            readers: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            shutdown: AtomicBool::new(false),
+            wal,
+        };
+        if replayed > 0 {
+            // What the WAL held goes to files at once, so the segments can go.
+            inner.switch_memstores(true)?;
+        }
+        Ok(inner)
+    }
+
+    pub(crate) fn sv(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Enter the sticky read-only state (RELIABILITY.md §2.0 rule 8).
+    fn poison(&self, why: String) {
+        tracing::error!(reason = %why, "database poisoned: no more writes until reopened");
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            *p = Some(why.clone());
+        }
+        drop(p);
+        self.visibility.poison(&why);
+        let _g = self.frozen.lock();
+        self.flush_cv.notify_all();
+    }
+
+    /// Log a schema edit and install the new super-version, excluding writers meanwhile.
+    fn admin_edit(&self, make: impl FnOnce(&ManifestState) -> Result<VersionEdit>) -> Result<()> {
+        self.admin_edit_with_files(|s| make(s).map(|e| (e, ())))
+            .map(|_| ())
+    }
+
+    fn admin_edit_with_files<T>(
+        &self,
+        make: impl FnOnce(&ManifestState) -> Result<(VersionEdit, T)>,
+    ) -> Result<T> {
+        self.check_poisoned()?;
+        let _w = self.switch.write();
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        let (edit, extra) = make(state)?;
+        if let Err(e) = man.log_and_apply(state, edit) {
+            if matches!(e, Error::Poisoned(_)) {
+                self.poison(e.to_string());
+            }
+            return Err(e);
+        }
+        let mut sv = self.sv.write();
+        *sv = Arc::new(SuperVersion::build(state, Some(&sv)));
+        Ok(extra)
+    }
+
+    fn delete_files(&self, files: &[(u32, u32, FileNumber)]) {
+        let mut dirs = Vec::new();
+        for &(family, _, number) in files {
+            self.readers.lock().remove(&number);
+            let p = manifest::hfile_path(&self.dir, family, number);
+            if let Err(e) = self.fs.remove(&p) {
+                tracing::warn!(file = %p.display(), error = %e, "could not delete a dropped file");
+            }
+            dirs.push(manifest::family_dir(&self.dir, family));
+        }
+        dirs.dedup();
+        for d in dirs {
+            let _ = self.fs.sync_dir(&d);
+        }
+    }
+
+    /// An open reader of an HFile, cached by file number.
+    fn reader(&self, family: u32, number: FileNumber) -> Result<Arc<HFileReader<FormatSource>>> {
+        if let Some(r) = self.readers.lock().get(&number) {
+            return Ok(r.clone());
+        }
+        let path = manifest::hfile_path(&self.dir, family, number);
+        let file = self
+            .fs
+            .open(&path)
+            .map_err(|e| Error::io(&path, "opening an HFile", e))?;
+        let r = Arc::new(HFileReader::open(
+            FormatSource(file),
+            path.display().to_string(),
+        )?);
+        self.readers.lock().insert(number, r.clone());
+        Ok(r)
+    }
+
+    fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let sv = self.sv();
+        let (active, frozen) = sv.memstore_bytes();
+        Stats {
+            writes: c.writes.load(Ordering::Relaxed),
+            user_bytes_written: c.user_bytes.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
+            flushed_files: c.flushed_files.load(Ordering::Relaxed),
+            stalls: c.stalls.load(Ordering::Relaxed),
+            stall_micros: c.stall_micros.load(Ordering::Relaxed),
+            slowdowns: c.slowdowns.load(Ordering::Relaxed),
+            bloom_skips: c.bloom_skips.load(Ordering::Relaxed),
+            range_skips: c.range_skips.load(Ordering::Relaxed),
+            time_skips: c.time_skips.load(Ordering::Relaxed),
+            memstore_active_bytes: active as u64,
+            memstore_frozen_bytes: frozen as u64,
+            live_files: sv.version.num_files() as u64,
+            wal: self.wal.stats(),
+            read_point: self.visibility.read_point(),
+        }
+    }
+}
+
+/// Replay the WAL into the super-version's memstores; returns the last sequence number seen
+/// and how many batches were applied.
+fn replay_wal(
+    fs: &dyn crate::fs::FileSystem,
+    wal_dir: &Path,
+    state: &ManifestState,
+    sv: &SuperVersion,
+    mode: wal::RecoveryMode,
+) -> Result<(SeqNo, u64)> {
+    let names: HashMap<u32, Vec<u8>> = sv
+        .families
+        .iter()
+        .map(|(id, d)| (*id, d.name.as_bytes().to_vec()))
+        .collect();
+    let mut applied = 0u64;
+    let summary = wal::replay(fs, wal_dir, state.log_number(), mode, |seq, payload| {
+        let muts = crate::batch::decode(payload).map_err(|what| Error::Corruption {
+            file: wal_dir.to_path_buf(),
+            offset: 0,
+            what: format!("batch of seq {seq}: {what}"),
+        })?;
+        let mut any = false;
+        for m in muts {
+            // A family dropped since, or already flushed past this batch, takes nothing.
+            let (Some(name), Some(mems)) = (names.get(&m.family), sv.mems.get(&m.family)) else {
+                continue;
+            };
+            if seq <= state.flushed_seq(m.family) {
+                continue;
+            }
+            mems.active.insert(&m.key(name, seq), m.value, m.tags);
+            any = true;
+        }
+        applied += u64::from(any);
+        Ok(())
+    })?;
+    if let Some(t) = &summary.torn_tail {
+        tracing::warn!(
+            ?t,
+            "WAL ended in a torn write; the unacknowledged tail was dropped"
+        );
+    }
+    Ok((summary.last_seq.unwrap_or(0), applied))
+}

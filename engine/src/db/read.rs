@@ -1,0 +1,348 @@
+//! Reads: Get and Scan over the memstores and files of a super-version, merged in key order
+//! and resolved by `read::resolve` at one read point.
+//!
+//! Files are skipped before they are read when their key range misses the rows asked for,
+//! their time range misses the query's, or (for a Get) their bloom filter excludes the row or
+//! column; each skip is counted in stats.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use cellar_format::{CellKey, CellType, HFileReader, KeyRef};
+
+use super::sv::{SuperVersion, TableInfo};
+use super::DbInner;
+use crate::error::{Error, Result};
+use crate::fs::FormatSource;
+use crate::read::merge::{HFileCellIter, MergeIter};
+use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
+use crate::read::resolve::{ReadParams, RowResolver};
+use crate::schema::TableName;
+use crate::types::{now_ms, CellIter, FileMeta, SeqNo, Timestamp};
+
+/// Rows a scan reads per refill: each refill re-seeks every source once.
+const SCAN_BATCH_ROWS: usize = 256;
+
+/// Which rows a read covers, for skipping files by key range.
+struct RowSpan<'a> {
+    start: &'a [u8],
+    /// Exclusive end; `None` is unbounded.
+    stop: Option<&'a [u8]>,
+    inclusive_stop: bool,
+}
+
+impl RowSpan<'_> {
+    fn overlaps(&self, f: &FileMeta) -> bool {
+        let (Ok(lo), Ok(hi)) = (KeyRef::parse(&f.smallest), KeyRef::parse(&f.largest)) else {
+            return true;
+        };
+        if hi.row < self.start {
+            return false;
+        }
+        match self.stop {
+            Some(stop) if self.inclusive_stop => lo.row <= stop,
+            Some(stop) => lo.row < stop,
+            None => true,
+        }
+    }
+}
+
+fn time_overlaps(f: &FileMeta, range: &TimeRange) -> bool {
+    range.is_all() || (f.max_ts >= range.min && f.min_ts < range.max)
+}
+
+impl DbInner {
+    /// Open readers of the files of `families` that may hold rows of `span` in `range`; for a
+    /// single-row read, also ask each file's bloom filter.
+    fn candidate_files(
+        &self,
+        sv: &SuperVersion,
+        families: &[(u32, Option<Vec<u8>>)],
+        span: &RowSpan<'_>,
+        range: &TimeRange,
+        single_row: bool,
+    ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
+        let mut out = Vec::new();
+        for (family, only_column) in families {
+            let Some(levels) = sv.version.levels(*family) else {
+                continue;
+            };
+            for files in levels.iter() {
+                for f in files {
+                    if !span.overlaps(f) {
+                        self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if !time_overlaps(f, range) {
+                        self.counters.time_skips.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let r = self.reader(*family, f.number)?;
+                    if single_row {
+                        let maybe = match only_column {
+                            Some(q) => r.may_contain_column(span.start, q)?,
+                            None => r.may_contain_row(span.start)?,
+                        };
+                        if !maybe {
+                            self.counters.bloom_skips.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    }
+                    out.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn get(&self, table: &TableName, get: &Get) -> Result<Option<Row>> {
+        get.validate()?;
+        // Read point first, then the super-version (see the module docs of `db`).
+        let read_point = self.visibility.read_point();
+        let sv = self.sv();
+        let t = table_info(&sv, table)?;
+        let fams = selected_families(&t, &get.selection)?;
+        let span = RowSpan {
+            start: &get.row,
+            stop: Some(&get.row),
+            inclusive_stop: true,
+        };
+        let now = now_ms();
+        let readers = self.candidate_files(&sv, &fams, &span, &get.time_range, true)?;
+        let mut merge = merge_over(&sv, &fams, &readers);
+        merge.seek(&CellKey::first_on_row(&get.row).encode())?;
+        let mut resolvers =
+            Resolvers::new(&t, |name| ReadParams::for_get(get, name, read_point, now));
+        let mut cells = Vec::new();
+        while merge.valid() {
+            let key = parse(merge.key())?;
+            if key.row != get.row.as_slice() {
+                break;
+            }
+            resolvers.push(&key, merge.value(), &mut cells)?;
+            merge.next()?;
+        }
+        Ok((!cells.is_empty()).then(|| Row::new(get.row.clone(), cells)))
+    }
+}
+
+fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
+    KeyRef::parse(key)
+        .map_err(|m| Error::InvalidArgument(format!("undecodable key in a read: {m}")))
+}
+
+fn table_info(sv: &SuperVersion, table: &TableName) -> Result<Arc<TableInfo>> {
+    sv.tables
+        .get(table)
+        .cloned()
+        .ok_or_else(|| Error::TableNotFound(table.to_string()))
+}
+
+/// The families a selection reads, with the single column asked for when there is exactly
+/// one (for a ROWCOL bloom probe).
+fn selected_families(
+    t: &TableInfo,
+    sel: &crate::read::query::Selection,
+) -> Result<Vec<(u32, Option<Vec<u8>>)>> {
+    let mut out = Vec::new();
+    for f in &t.families {
+        if sel.reads_family(&f.descriptor.name) {
+            let only = sel
+                .columns(&f.descriptor.name)
+                .filter(|c| c.len() == 1)
+                .and_then(|c| c.iter().next().cloned());
+            out.push((f.id, only));
+        }
+    }
+    if !sel.is_all() {
+        for name in sel.families.keys() {
+            if t.family(name).is_none() {
+                return Err(Error::FamilyNotFound {
+                    table: t.descriptor.name.to_string(),
+                    family: name.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A merge over the memstores (newest first) and files of the families read.
+fn merge_over<'a>(
+    sv: &'a SuperVersion,
+    fams: &[(u32, Option<Vec<u8>>)],
+    readers: &'a [Arc<HFileReader<FormatSource>>],
+) -> MergeIter<'a> {
+    let mut sources: Vec<Box<dyn CellIter + 'a>> = Vec::new();
+    for (id, _) in fams {
+        if let Some(m) = sv.mems.get(id) {
+            sources.push(Box::new(m.active.iter()));
+            for f in &m.frozen {
+                sources.push(Box::new(f.iter()));
+            }
+        }
+    }
+    for r in readers {
+        sources.push(Box::new(HFileCellIter::new(r.iter())));
+    }
+    MergeIter::new(sources)
+}
+
+/// One resolver per family of a table, reset at each new row.
+struct Resolvers<'q> {
+    by_family: HashMap<Vec<u8>, RowResolver<'q>>,
+}
+
+impl<'q> Resolvers<'q> {
+    fn new(t: &TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
+        let by_family = t
+            .families
+            .iter()
+            .map(|f| {
+                let name = f.descriptor.name.clone();
+                let p = params(&name);
+                (name.into_bytes(), RowResolver::new(&f.descriptor, p))
+            })
+            .collect();
+        Resolvers { by_family }
+    }
+
+    fn reset(&mut self) {
+        for r in self.by_family.values_mut() {
+            r.reset();
+        }
+    }
+
+    fn push(&mut self, key: &KeyRef<'_>, value: &[u8], out: &mut Vec<Cell>) -> Result<()> {
+        let Some(r) = self.by_family.get_mut(key.family) else {
+            return Ok(());
+        };
+        if r.push(key).is_included() {
+            let v = if key.cell_type() == Some(CellType::Put) {
+                value
+            } else {
+                &[]
+            };
+            out.push(Cell::from_key(key, v)?);
+        }
+        Ok(())
+    }
+}
+
+/// Rows of a scan, read in batches at one read point over one super-version: the scan sees one
+/// snapshot from its first row to its last, whatever writes, flushes or schema changes happen
+/// meanwhile.
+#[derive(Debug)]
+pub struct ScanIter {
+    db: Arc<DbInner>,
+    sv: Arc<SuperVersion>,
+    table: Arc<TableInfo>,
+    scan: Scan,
+    read_point: SeqNo,
+    now: Timestamp,
+    /// Row to resume at; `None` once the end is reached.
+    resume: Option<Vec<u8>>,
+    buffer: VecDeque<Row>,
+    returned: usize,
+    failed: bool,
+}
+
+impl ScanIter {
+    pub(super) fn new(db: Arc<DbInner>, table: &TableName, scan: Scan) -> Result<ScanIter> {
+        scan.validate()?;
+        let read_point = db.visibility.read_point();
+        let sv = db.sv();
+        let t = table_info(&sv, table)?;
+        selected_families(&t, &scan.selection)?;
+        Ok(ScanIter {
+            resume: Some(scan.start_row.clone()),
+            db,
+            sv,
+            table: t,
+            read_point,
+            now: now_ms(),
+            scan,
+            buffer: VecDeque::new(),
+            returned: 0,
+            failed: false,
+        })
+    }
+
+    /// The read point the scan sees.
+    pub fn read_point(&self) -> SeqNo {
+        self.read_point
+    }
+
+    fn refill(&mut self) -> Result<()> {
+        let Some(start) = self.resume.take() else {
+            return Ok(());
+        };
+        let fams = selected_families(&self.table, &self.scan.selection)?;
+        let span = RowSpan {
+            start: &start,
+            stop: (!self.scan.stop_row.is_empty()).then_some(self.scan.stop_row.as_slice()),
+            inclusive_stop: self.scan.inclusive_stop,
+        };
+        let readers =
+            self.db
+                .candidate_files(&self.sv, &fams, &span, &self.scan.time_range, false)?;
+        let mut merge = merge_over(&self.sv, &fams, &readers);
+        merge.seek(&CellKey::first_on_row(&start).encode())?;
+        let (scan, rp, now) = (&self.scan, self.read_point, self.now);
+        let mut resolvers = Resolvers::new(&self.table, |name| {
+            ReadParams::for_scan(scan, name, rp, now)
+        });
+        let mut row: Option<Vec<u8>> = None;
+        let mut cells = Vec::new();
+        let mut rows = 0usize;
+        while merge.valid() {
+            let key = parse(merge.key())?;
+            if self.scan.past_stop(key.row) {
+                break;
+            }
+            if row.as_deref() != Some(key.row) {
+                if let Some(done) = row.take() {
+                    if !cells.is_empty() {
+                        self.buffer
+                            .push_back(Row::new(done, std::mem::take(&mut cells)));
+                        rows += 1;
+                    }
+                }
+                if rows >= SCAN_BATCH_ROWS {
+                    self.resume = Some(key.row.to_vec());
+                    return Ok(());
+                }
+                row = Some(key.row.to_vec());
+                resolvers.reset();
+            }
+            resolvers.push(&key, merge.value(), &mut cells)?;
+            merge.next()?;
+        }
+        if let Some(done) = row {
+            if !cells.is_empty() {
+                self.buffer.push_back(Row::new(done, cells));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        if self.failed || self.scan.limit.is_some_and(|l| self.returned >= l) {
+            return None;
+        }
+        while self.buffer.is_empty() && self.resume.is_some() {
+            if let Err(e) = self.refill() {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+        let row = self.buffer.pop_front()?;
+        self.returned += 1;
+        Some(Ok(row))
+    }
+}

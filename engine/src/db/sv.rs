@@ -1,0 +1,108 @@
+//! The super-version: what a read or write sees at one instant — each family's memstores, the
+//! files (`Version`), and the schema — swapped as one `Arc` so a flush that turns a memstore
+//! into a file is seen either before or after, never half.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::manifest::{ManifestState, Version};
+use crate::memstore::MemStore;
+use crate::schema::{FamilyDescriptor, TableDescriptor, TableName};
+use crate::types::FamilyId;
+
+/// A family's memstores: the active one takes writes; frozen ones (newest first) wait for flush.
+#[derive(Debug, Clone)]
+pub(crate) struct FamilyMems {
+    pub active: Arc<MemStore>,
+    pub frozen: Vec<Arc<MemStore>>,
+}
+
+/// One family of a table, resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct FamilyInfo {
+    pub id: FamilyId,
+    pub descriptor: FamilyDescriptor,
+}
+
+/// A table, resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct TableInfo {
+    pub descriptor: TableDescriptor,
+    pub families: Vec<FamilyInfo>,
+}
+
+impl TableInfo {
+    pub fn family(&self, name: &str) -> Option<&FamilyInfo> {
+        self.families.iter().find(|f| f.descriptor.name == name)
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct SuperVersion {
+    pub mems: HashMap<FamilyId, FamilyMems>,
+    pub version: Arc<Version>,
+    pub tables: HashMap<TableName, Arc<TableInfo>>,
+    /// Family id → its descriptor (for flush settings and reads by id).
+    pub families: HashMap<FamilyId, FamilyDescriptor>,
+}
+
+impl SuperVersion {
+    /// A super-version for `state`, reusing the memstores of `prev` for families that still
+    /// exist and giving new families empty ones.
+    pub fn build(state: &ManifestState, prev: Option<&SuperVersion>) -> SuperVersion {
+        let mut tables = HashMap::new();
+        let mut families = HashMap::new();
+        let mut mems = HashMap::new();
+        for entry in state.tables().values() {
+            let infos: Vec<FamilyInfo> = entry
+                .descriptor
+                .families
+                .iter()
+                .zip(&entry.family_ids)
+                .map(|(d, &id)| FamilyInfo {
+                    id,
+                    descriptor: d.clone(),
+                })
+                .collect();
+            for f in &infos {
+                families.insert(f.id, f.descriptor.clone());
+                let m = prev
+                    .and_then(|p| p.mems.get(&f.id).cloned())
+                    .unwrap_or_else(|| FamilyMems {
+                        active: Arc::new(MemStore::new(f.id)),
+                        frozen: Vec::new(),
+                    });
+                mems.insert(f.id, m);
+            }
+            tables.insert(
+                entry.descriptor.name.clone(),
+                Arc::new(TableInfo {
+                    descriptor: entry.descriptor.clone(),
+                    families: infos,
+                }),
+            );
+        }
+        SuperVersion {
+            mems,
+            version: state.current().clone(),
+            tables,
+            families,
+        }
+    }
+
+    /// Bytes held by all memstores (active and frozen).
+    pub fn memstore_bytes(&self) -> (usize, usize) {
+        let mut active = 0;
+        let mut frozen = 0;
+        for m in self.mems.values() {
+            active += m.active.approximate_bytes();
+            frozen += m
+                .frozen
+                .iter()
+                .map(|f| f.approximate_bytes())
+                .sum::<usize>();
+        }
+        (active, frozen)
+    }
+}

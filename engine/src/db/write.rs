@@ -1,0 +1,299 @@
+//! The write path: resolve families and timestamps, wait out a stall, log to the WAL, insert
+//! into the memstores, publish the batch to readers.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use cellar_format::CellType;
+
+use super::mutation::{DeleteOp, Mutation, PendingCell};
+use super::options::WriteOptions;
+use super::sv::{SuperVersion, TableInfo};
+use super::DbInner;
+use crate::batch::{self, Mutation as BatchMutation};
+use crate::error::{Error, Result};
+use crate::read::query::Get;
+use crate::schema::TableName;
+use crate::types::{now_ms, SeqNo, Timestamp, LATEST_TIMESTAMP};
+use crate::wal::Durability;
+
+/// Strength order of durability levels (a database-wide floor raises a write to it).
+fn rank(d: Durability) -> u8 {
+    match d {
+        Durability::SkipWal => 0,
+        Durability::AsyncWal => 1,
+        Durability::SyncWal => 2,
+        Durability::FsyncWal => 3,
+    }
+}
+
+impl DbInner {
+    pub(super) fn write(
+        &self,
+        items: &[(TableName, &Mutation)],
+        opts: WriteOptions,
+    ) -> Result<SeqNo> {
+        self.check_poisoned()?;
+        if items.is_empty() {
+            return Err(Error::InvalidArgument("empty write".into()));
+        }
+        let mut d = opts.durability.unwrap_or(self.opts.default_durability);
+        if rank(self.opts.min_durability) > rank(d) {
+            d = self.opts.min_durability;
+        }
+        self.stall_if_needed()?;
+        let now = now_ms();
+        let (seq, bytes) = {
+            let _shared = self.switch.read();
+            let sv = self.sv();
+            let muts = self.resolve(&sv, items, now)?;
+            let bytes: usize = muts
+                .iter()
+                .map(|m| m.row.len() + m.qualifier.len() + m.value.len())
+                .sum();
+            let payload = batch::encode(&muts);
+            let seq = match self.wal.append(&payload, d) {
+                Ok(s) => s,
+                Err(e) => {
+                    if matches!(e, Error::Poisoned(_)) {
+                        self.poison(e.to_string());
+                    }
+                    return Err(e);
+                }
+            };
+            for m in &muts {
+                // `resolve` only returns families present in this super-version.
+                if let (Some(mems), Some(desc)) =
+                    (sv.mems.get(&m.family), sv.families.get(&m.family))
+                {
+                    let key = cellar_format::KeyRef {
+                        row: &m.row,
+                        family: desc.name.as_bytes(),
+                        qualifier: &m.qualifier,
+                        timestamp: m.timestamp,
+                        type_code: m.cell_type as u8,
+                        seq,
+                    };
+                    mems.active.insert(&key, &m.value, &m.tags);
+                }
+            }
+            self.visibility.complete(seq);
+            (seq, bytes)
+        };
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        if self.sv().memstore_bytes().0 >= self.opts.write_buffer_size {
+            self.request_switch();
+        }
+        self.visibility.wait_visible(seq)?;
+        Ok(seq)
+    }
+
+    /// Turn API mutations into batch mutations: tables and families resolved to ids,
+    /// "latest" timestamps to `now`, a whole-row delete to one DeleteFamily per family, and a
+    /// newest-version delete to the newest visible version's timestamp.
+    fn resolve(
+        &self,
+        sv: &SuperVersion,
+        items: &[(TableName, &Mutation)],
+        now: Timestamp,
+    ) -> Result<Vec<BatchMutation>> {
+        let mut out = Vec::new();
+        for (table, m) in items {
+            let t = sv
+                .tables
+                .get(table)
+                .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
+            match m {
+                Mutation::Put(p) => {
+                    if p.cells.is_empty() {
+                        return Err(Error::InvalidArgument(
+                            "a put needs at least one cell".into(),
+                        ));
+                    }
+                    for c in &p.cells {
+                        out.push(cell(t, &p.row, c, now)?);
+                    }
+                }
+                Mutation::Delete(d) => self.resolve_delete(sv, t, &d.row, &d.ops, now, &mut out)?,
+            }
+        }
+        for m in &out {
+            batch::validate(m)?;
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "internal helper of resolve")]
+    fn resolve_delete(
+        &self,
+        sv: &SuperVersion,
+        t: &TableInfo,
+        row: &[u8],
+        ops: &[DeleteOp],
+        now: Timestamp,
+        out: &mut Vec<BatchMutation>,
+    ) -> Result<()> {
+        let at = |ts: Timestamp| if ts == LATEST_TIMESTAMP { now } else { ts };
+        let whole_row = [DeleteOp::Row {
+            ts: LATEST_TIMESTAMP,
+        }];
+        let ops = if ops.is_empty() { &whole_row[..] } else { ops };
+        for op in ops {
+            let (family, qualifier, ts, ty) = match op {
+                DeleteOp::Row { ts } => {
+                    for f in &t.families {
+                        out.push(marker(f.id, row, &[], at(*ts), CellType::DeleteFamily));
+                    }
+                    continue;
+                }
+                DeleteOp::Family { family, ts } => {
+                    (family, &[][..], at(*ts), CellType::DeleteFamily)
+                }
+                DeleteOp::FamilyVersion { family, ts } => {
+                    if *ts == LATEST_TIMESTAMP {
+                        return Err(Error::InvalidArgument(
+                            "a family-version delete needs a timestamp".into(),
+                        ));
+                    }
+                    (family, &[][..], *ts, CellType::DeleteFamilyVersion)
+                }
+                DeleteOp::Columns {
+                    family,
+                    qualifier,
+                    ts,
+                } => (
+                    family,
+                    qualifier.as_slice(),
+                    at(*ts),
+                    CellType::DeleteColumn,
+                ),
+                DeleteOp::Version {
+                    family,
+                    qualifier,
+                    ts,
+                } => {
+                    let ts = if *ts == LATEST_TIMESTAMP {
+                        self.newest_version_ts(sv, t, row, family, qualifier)?
+                            .unwrap_or(now)
+                    } else {
+                        *ts
+                    };
+                    (family, qualifier.as_slice(), ts, CellType::Delete)
+                }
+            };
+            let f = t
+                .family(family)
+                .ok_or_else(|| family_not_found(t, family))?;
+            out.push(marker(f.id, row, qualifier, ts, ty));
+        }
+        Ok(())
+    }
+
+    /// Timestamp of the newest visible version of a column (HBase resolves a delete of the
+    /// latest version this way when it is applied).
+    fn newest_version_ts(
+        &self,
+        _sv: &SuperVersion,
+        t: &TableInfo,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Timestamp>> {
+        if t.family(family).is_none() {
+            return Err(family_not_found(t, family));
+        }
+        let get = Get::new(row.to_vec()).column(family, qualifier.to_vec());
+        let r = self.get(&t.descriptor.name, &get)?;
+        Ok(r.and_then(|row| row.cells().first().map(|c| c.timestamp)))
+    }
+
+    /// Slow writers down, then stop them, while flushes are behind (RELIABILITY: never grow
+    /// without bound). Each stall is counted, timed and logged with its cause.
+    fn stall_if_needed(&self) -> Result<()> {
+        let mut stalled_since: Option<Instant> = None;
+        loop {
+            self.check_poisoned()?;
+            let (active, frozen) = self.sv().memstore_bytes();
+            let total = active + frozen;
+            let gens = self.frozen.lock().len();
+            let stop = if gens >= self.opts.max_frozen_generations {
+                Some("too many memstore generations waiting for flush")
+            } else if total >= self.opts.stop_write_buffer_size {
+                Some("memstores over the stop limit")
+            } else {
+                None
+            };
+            match stop {
+                Some(cause) => {
+                    if stalled_since.is_none() {
+                        stalled_since = Some(Instant::now());
+                        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            cause,
+                            total_bytes = total,
+                            generations = gens,
+                            "write stalled"
+                        );
+                        if active > 0 && gens < self.opts.max_frozen_generations {
+                            self.request_switch();
+                        }
+                    }
+                    let mut g = self.frozen.lock();
+                    self.flush_cv.wait_for(&mut g, Duration::from_millis(50));
+                }
+                None => {
+                    if let Some(since) = stalled_since {
+                        let us = since.elapsed().as_micros() as u64;
+                        self.counters.stall_micros.fetch_add(us, Ordering::Relaxed);
+                        tracing::info!(stalled_us = us, "write resumed");
+                    } else if total >= self.opts.slowdown_write_buffer_size {
+                        self.counters.slowdowns.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+fn family_not_found(t: &TableInfo, family: &str) -> Error {
+    Error::FamilyNotFound {
+        table: t.descriptor.name.to_string(),
+        family: family.to_owned(),
+    }
+}
+
+fn cell(t: &TableInfo, row: &[u8], c: &PendingCell, now: Timestamp) -> Result<BatchMutation> {
+    let f = t
+        .family(&c.family)
+        .ok_or_else(|| family_not_found(t, &c.family))?;
+    Ok(BatchMutation {
+        family: f.id,
+        row: row.to_vec(),
+        qualifier: c.qualifier.clone(),
+        timestamp: if c.timestamp == LATEST_TIMESTAMP {
+            now
+        } else {
+            c.timestamp
+        },
+        cell_type: c.cell_type,
+        value: c.value.clone(),
+        tags: Vec::new(),
+    })
+}
+
+fn marker(family: u32, row: &[u8], qualifier: &[u8], ts: Timestamp, ty: CellType) -> BatchMutation {
+    BatchMutation {
+        family,
+        row: row.to_vec(),
+        qualifier: qualifier.to_vec(),
+        timestamp: ts,
+        cell_type: ty,
+        value: Vec::new(),
+        tags: Vec::new(),
+    }
+}

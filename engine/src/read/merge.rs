@@ -1,0 +1,410 @@
+//! `MergeIter`: one cursor in key order over several sources (memstores and files).
+//!
+//! A binary min-heap of source indices, ordered by each source's current key and, at equal
+//! keys, by source index. Sources are given newest first, so at equal keys the newest source's
+//! copy surfaces; the heap keeps the invariant that no other source is positioned on the same
+//! key as the top, so a cell present in two sources (a memstore being flushed and the file it
+//! became, say) is yielded once.
+//!
+//! The heap holds indices rather than keys so that no key is copied: comparisons borrow the
+//! sources' current keys. A tournament tree would halve comparisons per step for large fan-in,
+//! but a read merges a handful of sources and `next` usually leaves the top in place after two
+//! comparisons, so the simpler structure stays until a benchmark says otherwise.
+
+use std::cmp::Ordering;
+
+use cellar_format::cell::{compare_keys, KEY_SUFFIX_LEN};
+use cellar_format::{HFileIter, KeyRef, ReadAt};
+
+use crate::error::{Error, Result};
+use crate::types::CellIter;
+
+/// A k-way merge of [`CellIter`]s, itself a [`CellIter`].
+pub struct MergeIter<'a> {
+    sources: Vec<Box<dyn CellIter + 'a>>,
+    /// Indices of the valid sources, a min-heap by (key, index).
+    heap: Vec<usize>,
+}
+
+impl std::fmt::Debug for MergeIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MergeIter")
+            .field("sources", &self.sources.len())
+            .field("heap", &self.heap)
+            .finish()
+    }
+}
+
+impl<'a> MergeIter<'a> {
+    /// Merge `sources`, newest first: at equal keys the earlier source wins. Not positioned
+    /// until a seek.
+    pub fn new(sources: Vec<Box<dyn CellIter + 'a>>) -> Self {
+        let heap = Vec::with_capacity(sources.len());
+        MergeIter { sources, heap }
+    }
+
+    /// Number of sources merged.
+    pub fn num_sources(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Index (in the order given to [`MergeIter::new`]) of the source the current cell comes
+    /// from.
+    pub fn current_source(&self) -> Option<usize> {
+        self.heap.first().copied()
+    }
+
+    /// Order of two heap entries: by current key, then newest source first.
+    fn cmp(&self, a: usize, b: usize) -> Ordering {
+        match (self.sources.get(a), self.sources.get(b)) {
+            (Some(x), Some(y)) => compare_cells(x.key(), y.key()).then(a.cmp(&b)),
+            _ => a.cmp(&b),
+        }
+    }
+
+    fn less_at(&self, i: usize, j: usize) -> bool {
+        match (self.heap.get(i), self.heap.get(j)) {
+            (Some(&a), Some(&b)) => self.cmp(a, b) == Ordering::Less,
+            _ => false,
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut smallest = i;
+            if l < self.heap.len() && self.less_at(l, smallest) {
+                smallest = l;
+            }
+            if r < self.heap.len() && self.less_at(r, smallest) {
+                smallest = r;
+            }
+            if smallest == i {
+                return;
+            }
+            self.heap.swap(i, smallest);
+            i = smallest;
+        }
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !self.less_at(i, parent) {
+                return;
+            }
+            self.heap.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    /// Remove the entry at heap position `i`.
+    fn remove_at(&mut self, i: usize) {
+        let last = self.heap.len().saturating_sub(1);
+        self.heap.swap(i, last);
+        self.heap.pop();
+        if i < self.heap.len() {
+            self.sift_down(i);
+            self.sift_up(i);
+        }
+    }
+
+    /// The source at heap position `i` has moved: restore the heap.
+    fn reposition(&mut self, i: usize) {
+        let valid = self
+            .heap
+            .get(i)
+            .and_then(|&s| self.sources.get(s))
+            .is_some_and(|s| s.valid());
+        if valid {
+            self.sift_down(i);
+        } else {
+            self.remove_at(i);
+        }
+    }
+
+    fn key_at(&self, i: usize) -> &[u8] {
+        self.heap
+            .get(i)
+            .and_then(|&s| self.sources.get(s))
+            .map_or(&[][..], |s| s.key())
+    }
+
+    /// Advance every other source positioned on the top's key.
+    ///
+    /// Entries with a key equal to the top's form a subtree containing the root (a parent is
+    /// never greater than its child), so while one exists a child of the root has it.
+    fn skip_duplicates_of_top(&mut self) -> Result<()> {
+        loop {
+            let dup = [1, 2]
+                .into_iter()
+                .find(|&c| c < self.heap.len() && self.key_at(c) == self.key_at(0));
+            let Some(c) = dup else { return Ok(()) };
+            let Some(&s) = self.heap.get(c) else {
+                return Ok(());
+            };
+            self.advance_source(s)?;
+            self.reposition(c);
+        }
+    }
+
+    fn advance_source(&mut self, s: usize) -> Result<()> {
+        let r = match self.sources.get_mut(s) {
+            Some(src) => src.next(),
+            None => Ok(()),
+        };
+        if r.is_err() {
+            // A source in an unknown position would make the merge lie; the caller re-seeks.
+            self.heap.clear();
+        }
+        r
+    }
+
+    /// Rebuild the heap from every valid source, after all were positioned.
+    fn rebuild(&mut self) -> Result<()> {
+        self.heap.clear();
+        self.heap.extend(
+            (0..self.sources.len()).filter(|&i| self.sources.get(i).is_some_and(|s| s.valid())),
+        );
+        for i in (0..self.heap.len() / 2).rev() {
+            self.sift_down(i);
+        }
+        self.skip_duplicates_of_top()
+    }
+
+    fn position_all(&mut self, mut f: impl FnMut(&mut dyn CellIter) -> Result<()>) -> Result<()> {
+        self.heap.clear();
+        for s in &mut self.sources {
+            f(s.as_mut())?;
+        }
+        self.rebuild()
+    }
+}
+
+impl CellIter for MergeIter<'_> {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.position_all(|s| s.seek(target))
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.position_all(|s| s.seek_to_first())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        let Some(&top) = self.heap.first() else {
+            return Ok(());
+        };
+        self.advance_source(top)?;
+        self.reposition(0);
+        self.skip_duplicates_of_top()
+    }
+
+    fn valid(&self) -> bool {
+        !self.heap.is_empty()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.key_at(0)
+    }
+
+    fn value(&self) -> &[u8] {
+        self.heap
+            .first()
+            .and_then(|&s| self.sources.get(s))
+            .map_or(&[][..], |s| s.value())
+    }
+}
+
+/// [`compare_keys`], with a shortcut: most comparisons in a merge are between different rows,
+/// and those are decided by the rows alone without parsing the rest of the keys.
+fn compare_cells(a: &[u8], b: &[u8]) -> Ordering {
+    /// The row of a key that parses (the same checks as `KeyRef::parse`, so the shortcut
+    /// never disagrees with the full order, malformed keys included).
+    fn row(k: &[u8]) -> Option<&[u8]> {
+        let len = u16::from_le_bytes([*k.first()?, *k.get(1)?]) as usize;
+        let fam_len = *k.get(2 + len)? as usize;
+        (2 + len + 1 + fam_len + KEY_SUFFIX_LEN <= k.len()).then(|| k.get(2..2 + len))?
+    }
+    match (row(a), row(b)) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => compare_keys(a, b),
+    }
+}
+
+/// [`CellIter`] over one HFile.
+#[derive(Debug)]
+pub struct HFileCellIter<'r, R: ReadAt> {
+    inner: HFileIter<'r, R>,
+}
+
+impl<'r, R: ReadAt> HFileCellIter<'r, R> {
+    /// Wrap a file cursor (from `HFileReader::iter`).
+    pub fn new(inner: HFileIter<'r, R>) -> Self {
+        HFileCellIter { inner }
+    }
+
+    /// The wrapped cursor, for what the trait does not expose (tags, `prev`).
+    pub fn inner_mut(&mut self) -> &mut HFileIter<'r, R> {
+        &mut self.inner
+    }
+}
+
+impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let k = KeyRef::parse(target)
+            .map_err(|m| Error::InvalidArgument(format!("seek target is not a cell key: {m}")))?;
+        Ok(self.inner.seek(&k)?)
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        Ok(self.inner.seek_to_first()?)
+    }
+
+    fn next(&mut self) -> Result<()> {
+        Ok(self.inner.next()?)
+    }
+
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+/// [`CellIter`] over an in-memory list of `(encoded key, value)`, for tests and small sources.
+#[derive(Debug, Clone, Default)]
+pub struct VecCellIter {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Current position; `entries.len()` when not valid.
+    pos: usize,
+}
+
+impl VecCellIter {
+    /// A cursor over `entries`, which are sorted here in cell order (a stable sort, so of two
+    /// equal keys the first given is yielded first). Not positioned until a seek.
+    pub fn new(mut entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        entries.sort_by(|a, b| compare_keys(&a.0, &b.0));
+        let pos = entries.len();
+        VecCellIter { entries, pos }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl CellIter for VecCellIter {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.pos = self
+            .entries
+            .partition_point(|(k, _)| compare_keys(k, target) == Ordering::Less);
+        Ok(())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.pos = 0;
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if self.pos < self.entries.len() {
+            self.pos += 1;
+        }
+        Ok(())
+    }
+
+    fn valid(&self) -> bool {
+        self.pos < self.entries.len()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[][..], |(k, _)| k)
+    }
+
+    fn value(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[][..], |(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellar_format::{CellKey, CellType};
+
+    fn k(row: &str, ts: u64, seq: u64) -> Vec<u8> {
+        CellKey::new(row, "cf", "q", ts, CellType::Put, seq).encode()
+    }
+
+    fn drain(m: &mut MergeIter<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        while m.valid() {
+            out.push((m.key().to_vec(), m.value().to_vec()));
+            m.next().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn equal_keys_are_yielded_once_from_the_newest_source() {
+        let newer = VecCellIter::new(vec![(k("a", 1, 5), b"new".to_vec())]);
+        let older = VecCellIter::new(vec![
+            (k("a", 1, 5), b"old".to_vec()),
+            (k("b", 1, 1), b"b".to_vec()),
+        ]);
+        let mut m = MergeIter::new(vec![Box::new(newer), Box::new(older)]);
+        m.seek_to_first().unwrap();
+        assert_eq!(m.current_source(), Some(0));
+        let got = drain(&mut m);
+        assert_eq!(
+            got,
+            vec![
+                (k("a", 1, 5), b"new".to_vec()),
+                (k("b", 1, 1), b"b".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn row_shortcut_agrees_with_the_full_order() {
+        let mut keys = vec![
+            k("a", 1, 1),
+            k("a", 2, 1),
+            k("ab", 1, 1),
+            k("b", 1, 1),
+            CellKey::first_on_row(b"a").encode(),
+            CellKey::new("a", "cf", "", 5, CellType::DeleteFamily, 3).encode(),
+            vec![1, 0, b'a'],            // too short to be a key
+            vec![1, 0, b'z', 200, 0, 0], // family length past the end
+        ];
+        let mut trunc = k("a", 1, 1);
+        trunc.truncate(trunc.len() - 1);
+        keys.push(trunc);
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(compare_cells(a, b), compare_keys(a, b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_merge_is_never_valid() {
+        let mut m = MergeIter::new(Vec::new());
+        m.seek_to_first().unwrap();
+        assert!(!m.valid());
+        assert!(m.key().is_empty());
+        m.next().unwrap();
+        assert!(!m.valid());
+    }
+}

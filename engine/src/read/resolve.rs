@@ -1,0 +1,486 @@
+//! Version resolution: which cells of a row a reader sees (SPEC.md §13, MISSION.md "The read
+//! semantics in detail").
+//!
+//! A [`RowResolver`] is fed the cells of one row and one family in key order (SPEC.md §3.2),
+//! one at a time, and returns a [`Verdict`] for each. The order does the heavy lifting: within
+//! a column, versions come newest first and, at equal timestamps, markers before puts, so every
+//! marker that can mask a put has been seen when the put arrives; family markers carry an
+//! empty qualifier and so come before every other column (they interleave by timestamp with
+//! the empty-qualifier column, which the same argument covers). The resolver therefore keeps
+//! only small state: the family's markers for the row, and the current column's markers and
+//! counters.
+//!
+//! The verdict says *why* a cell is hidden, so compaction can reuse the machine: it keeps
+//! markers and drops what is masked, expired or beyond VERSIONS under its own rules.
+//!
+//! # Choices (where HBase leaves one or differs by mode)
+//! - Classic mode applies `min(query versions, family VERSIONS)` to the cells left after the
+//!   time-range filter, as HBase does, so a time-ranged read may see an old version that a
+//!   later compaction trims.
+//! - NEW_VERSION_BEHAVIOR applies the family's VERSIONS to every version the read point sees,
+//!   deleted ones included and regardless of the query's time range: that is exactly what
+//!   compaction keeps, so results do not depend on when it ran. The query's own version limit
+//!   still counts returned cells after the time range.
+//! - MIN_VERSIONS counts the newest versions of the column the same way VERSIONS does (not
+//!   masked in classic mode, all in NEW_VERSION_BEHAVIOR), regardless of the time range.
+//! - Raw reads return every cell and marker the read point sees within the time range and
+//!   selected columns (family markers always), in order: no masking, no version limit, no TTL,
+//!   equal-timestamp puts all returned.
+
+use std::collections::BTreeSet;
+
+use cellar_format::{CellType, KeyRef};
+
+use crate::error::Result;
+use crate::read::query::{Cell, Get, Scan, TimeRange};
+use crate::schema::{FamilyDescriptor, KeepDeletedCells};
+use crate::types::{SeqNo, Timestamp};
+
+/// What one read asks of one family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadParams<'q> {
+    /// Cells (markers too) with a larger sequence number are not yet visible.
+    pub read_point: SeqNo,
+    /// The clock for TTL.
+    pub now_ms: Timestamp,
+    /// Qualifiers read; `None` is every column.
+    pub columns: Option<&'q BTreeSet<Vec<u8>>>,
+    /// Most versions returned per column.
+    pub max_versions: u32,
+    /// Only cells in this range.
+    pub time_range: TimeRange,
+    /// Unresolved output (see the module's choices).
+    pub raw: bool,
+}
+
+impl<'q> ReadParams<'q> {
+    /// Every column, the newest version, all time.
+    pub fn new(read_point: SeqNo, now_ms: Timestamp) -> Self {
+        ReadParams {
+            read_point,
+            now_ms,
+            columns: None,
+            max_versions: 1,
+            time_range: TimeRange::ALL,
+            raw: false,
+        }
+    }
+
+    /// Only these qualifiers.
+    pub fn columns(mut self, columns: Option<&'q BTreeSet<Vec<u8>>>) -> Self {
+        self.columns = columns;
+        self
+    }
+
+    /// Up to `n` versions per column.
+    pub fn max_versions(mut self, n: u32) -> Self {
+        self.max_versions = n;
+        self
+    }
+
+    /// Only cells in `range`.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+
+    /// Raw output.
+    pub fn raw(mut self, on: bool) -> Self {
+        self.raw = on;
+        self
+    }
+
+    /// The parameters of `get` for `family` (whether the family is read at all is
+    /// `get.selection.reads_family`).
+    pub fn for_get(get: &'q Get, family: &str, read_point: SeqNo, now_ms: Timestamp) -> Self {
+        ReadParams::new(read_point, now_ms)
+            .columns(get.selection.columns(family))
+            .max_versions(get.max_versions)
+            .time_range(get.time_range)
+    }
+
+    /// The parameters of `scan` for `family`.
+    pub fn for_scan(scan: &'q Scan, family: &str, read_point: SeqNo, now_ms: Timestamp) -> Self {
+        ReadParams::new(read_point, now_ms)
+            .columns(scan.selection.columns(family))
+            .max_versions(scan.max_versions)
+            .time_range(scan.time_range)
+            .raw(scan.raw)
+    }
+}
+
+/// The fate of one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Returned to the reader.
+    Include,
+    /// Written after the read point (or not a stored cell type): not there for this read.
+    Invisible,
+    /// Its column is not read.
+    NotSelected,
+    /// A delete marker: remembered, not returned (raw reads return it as `Include`).
+    Marker,
+    /// A put hidden by a delete marker.
+    Masked,
+    /// A put at the same timestamp as a newer write of its column, which wins.
+    Duplicate,
+    /// Older than the family's TTL and not among the MIN_VERSIONS newest.
+    Expired,
+    /// Outside the read's time range.
+    OutOfRange,
+    /// Beyond the version limit.
+    TooManyVersions,
+}
+
+impl Verdict {
+    /// True for [`Verdict::Include`].
+    pub fn is_included(self) -> bool {
+        self == Verdict::Include
+    }
+}
+
+/// Markers that mask at or below their timestamp (DeleteFamily), as they arrive: timestamps
+/// descending. Only a staircase is kept, each entry with a larger sequence number than the
+/// one before, because a marker with an older timestamp *and* an older write masks nothing
+/// the earlier one does not.
+#[derive(Debug, Clone, Default)]
+struct AtOrBelow {
+    entries: Vec<(Timestamp, SeqNo)>,
+}
+
+impl AtOrBelow {
+    fn add(&mut self, ts: Timestamp, seq: SeqNo) {
+        if self.entries.last().is_some_and(|&(_, s)| s >= seq) {
+            return;
+        }
+        self.entries.push((ts, seq));
+    }
+
+    /// Largest sequence number among markers at or above `ts`.
+    fn newest_write_covering(&self, ts: Timestamp) -> Option<SeqNo> {
+        let n = self.entries.partition_point(|&(t, _)| t >= ts);
+        n.checked_sub(1)
+            .and_then(|i| self.entries.get(i))
+            .map(|&(_, s)| s)
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// Markers that mask exactly their timestamp (DeleteFamilyVersion), timestamps descending, one
+/// entry per timestamp holding the largest sequence number (the first to arrive).
+#[derive(Debug, Clone, Default)]
+struct AtExactly {
+    entries: Vec<(Timestamp, SeqNo)>,
+}
+
+impl AtExactly {
+    fn add(&mut self, ts: Timestamp, seq: SeqNo) {
+        if self.entries.last().is_some_and(|&(t, _)| t == ts) {
+            return;
+        }
+        self.entries.push((ts, seq));
+    }
+
+    fn newest_write_at(&self, ts: Timestamp) -> Option<SeqNo> {
+        let i = self.entries.partition_point(|&(t, _)| t > ts);
+        self.entries
+            .get(i)
+            .filter(|&&(t, _)| t == ts)
+            .map(|&(_, s)| s)
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// State of the column being resolved.
+#[derive(Debug, Clone, Default)]
+struct ColumnState {
+    /// False until the first cell of the row.
+    started: bool,
+    qualifier: Vec<u8>,
+    selected: bool,
+    /// Largest sequence number of the DeleteColumn markers seen; all of them have a timestamp
+    /// at or above every put still to come in the column.
+    delete_column: Option<SeqNo>,
+    /// The latest Delete (one version) marker: its timestamp and largest sequence number.
+    delete_version: Option<(Timestamp, SeqNo)>,
+    /// Timestamp of the last put seen, to spot equal-timestamp writes.
+    last_put_ts: Option<Timestamp>,
+    /// Versions that count toward VERSIONS and MIN_VERSIONS so far.
+    versions: u32,
+    /// Cells returned so far.
+    returned: u32,
+}
+
+impl ColumnState {
+    fn start(&mut self, qualifier: &[u8], selected: bool) {
+        self.started = true;
+        self.qualifier.clear();
+        self.qualifier.extend_from_slice(qualifier);
+        self.selected = selected;
+        self.delete_column = None;
+        self.delete_version = None;
+        self.last_put_ts = None;
+        self.versions = 0;
+        self.returned = 0;
+    }
+}
+
+/// Resolves the cells of one row of one family; [`RowResolver::reset`] reuses it for the next.
+#[derive(Debug, Clone)]
+pub struct RowResolver<'q> {
+    params: ReadParams<'q>,
+    /// NEW_VERSION_BEHAVIOR.
+    nvb: bool,
+    /// VERSIONS.
+    family_versions: u32,
+    /// MIN_VERSIONS.
+    min_versions: u32,
+    /// Cells returned per column at most.
+    query_limit: u32,
+    /// Cells with a timestamp below this are past the TTL.
+    ttl_cutoff: Option<Timestamp>,
+    /// KEEP_DELETED_CELLS on a user read: only markers inside the time range mask.
+    markers_in_range_only: bool,
+    delete_family: AtOrBelow,
+    delete_family_version: AtExactly,
+    column: ColumnState,
+}
+
+impl<'q> RowResolver<'q> {
+    /// A resolver for `family` and `params`.
+    pub fn new(family: &FamilyDescriptor, params: ReadParams<'q>) -> Self {
+        let nvb = family.new_version_behavior;
+        let ttl_cutoff = family.ttl.map(|d| {
+            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            params.now_ms.saturating_sub(ms)
+        });
+        RowResolver {
+            params,
+            nvb,
+            family_versions: family.max_versions,
+            min_versions: family.min_versions,
+            // Classic: HBase caps the query by the family after the time range; NVB enforces
+            // the family limit by rank instead (see `put`).
+            query_limit: if nvb {
+                params.max_versions
+            } else {
+                params.max_versions.min(family.max_versions)
+            },
+            ttl_cutoff,
+            markers_in_range_only: family.keep_deleted_cells != KeepDeletedCells::False,
+            delete_family: AtOrBelow::default(),
+            delete_family_version: AtExactly::default(),
+            column: ColumnState::default(),
+        }
+    }
+
+    /// Forget the row: the next cell starts a new row (or family).
+    pub fn reset(&mut self) {
+        self.delete_family.clear();
+        self.delete_family_version.clear();
+        self.column.started = false;
+    }
+
+    /// True when the current column has returned all it may: the caller can seek to the next
+    /// column. Never true for raw reads.
+    pub fn column_done(&self) -> bool {
+        !self.params.raw && self.column.started && self.column.returned >= self.query_limit
+    }
+
+    /// Decide the fate of the next cell (of this row and family, in key order).
+    pub fn push(&mut self, key: &KeyRef<'_>) -> Verdict {
+        // MVCC: a read sees exactly the writes with seq <= its read point; a marker written
+        // later masks nothing yet.
+        if key.seq > self.params.read_point {
+            return Verdict::Invisible;
+        }
+        let Some(ty) = key.cell_type() else {
+            return Verdict::Invisible;
+        };
+        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
+            let selected = self
+                .params
+                .columns
+                .is_none_or(|c| c.contains(key.qualifier));
+            self.column.start(key.qualifier, selected);
+        }
+        if self.params.raw {
+            return self.raw(key, ty);
+        }
+        match ty {
+            CellType::Put => self.put(key.timestamp, key.seq),
+            CellType::DeleteFamily => {
+                // Masks every column of the family at or below its timestamp.
+                if self.tracks_marker(key.timestamp) {
+                    self.delete_family.add(key.timestamp, key.seq);
+                }
+                Verdict::Marker
+            }
+            CellType::DeleteFamilyVersion => {
+                // Masks every column of the family at exactly its timestamp.
+                if self.tracks_marker(key.timestamp) {
+                    self.delete_family_version.add(key.timestamp, key.seq);
+                }
+                Verdict::Marker
+            }
+            CellType::DeleteColumn => {
+                if !self.column.selected {
+                    return Verdict::NotSelected;
+                }
+                // Masks every version of its column at or below its timestamp; the ones
+                // above it came earlier, so remembering the newest write suffices.
+                if self.tracks_marker(key.timestamp) {
+                    let s = self
+                        .column
+                        .delete_column
+                        .map_or(key.seq, |s| s.max(key.seq));
+                    self.column.delete_column = Some(s);
+                }
+                Verdict::Marker
+            }
+            CellType::Delete => {
+                if !self.column.selected {
+                    return Verdict::NotSelected;
+                }
+                // Masks the version of its column at exactly its timestamp; puts at that
+                // timestamp follow it directly, so only the latest one matters.
+                if self.tracks_marker(key.timestamp) {
+                    match self.column.delete_version {
+                        // Equal timestamps arrive newest write first: keep that one.
+                        Some((t, _)) if t == key.timestamp => {}
+                        _ => self.column.delete_version = Some((key.timestamp, key.seq)),
+                    }
+                }
+                Verdict::Marker
+            }
+        }
+    }
+
+    /// KEEP_DELETED_CELLS (TRUE or TTL): a user read sees past markers outside its time range,
+    /// so a read whose range ends at or before a marker still finds the cells it deleted
+    /// (HBase's `seePastDeleteMarkers`). Without it every marker masks, whatever the range.
+    fn tracks_marker(&self, ts: Timestamp) -> bool {
+        !self.markers_in_range_only || self.params.time_range.contains(ts)
+    }
+
+    /// Raw reads: every cell the read point sees, in range and in a selected column; family
+    /// markers belong to every column and are always returned.
+    fn raw(&self, key: &KeyRef<'_>, ty: CellType) -> Verdict {
+        if !ty.is_family_marker() && !self.column.selected {
+            return Verdict::NotSelected;
+        }
+        if !self.params.time_range.contains(key.timestamp) {
+            return Verdict::OutOfRange;
+        }
+        Verdict::Include
+    }
+
+    /// A marker written at `marker_seq` masks a put written at `seq`: classic mode, always
+    /// (a put written after the delete with an older timestamp stays hidden);
+    /// NEW_VERSION_BEHAVIOR, only when the put was written before the marker.
+    fn masks(&self, marker_seq: SeqNo, seq: SeqNo) -> bool {
+        !self.nvb || marker_seq > seq
+    }
+
+    fn is_masked(&self, ts: Timestamp, seq: SeqNo) -> bool {
+        let family = self
+            .delete_family
+            .newest_write_covering(ts)
+            .is_some_and(|m| self.masks(m, seq));
+        let family_version = self
+            .delete_family_version
+            .newest_write_at(ts)
+            .is_some_and(|m| self.masks(m, seq));
+        let column = self
+            .column
+            .delete_column
+            .is_some_and(|m| self.masks(m, seq));
+        let version = self
+            .column
+            .delete_version
+            .is_some_and(|(t, m)| t == ts && self.masks(m, seq));
+        family || family_version || column || version
+    }
+
+    fn is_expired(&self, ts: Timestamp) -> bool {
+        self.ttl_cutoff.is_some_and(|cut| ts < cut)
+    }
+
+    fn put(&mut self, ts: Timestamp, seq: SeqNo) -> Verdict {
+        if !self.column.selected {
+            return Verdict::NotSelected;
+        }
+        // Two puts with equal row, column and timestamp: the later write (first in order)
+        // wins and is the only one ever returned.
+        if self.column.last_put_ts == Some(ts) {
+            return Verdict::Duplicate;
+        }
+        self.column.last_put_ts = Some(ts);
+        let masked = self.is_masked(ts, seq);
+        // Classic: deleted versions do not count toward VERSIONS, so an older version shows
+        // again after a newer one is deleted. NVB: they count.
+        if masked && !self.nvb {
+            return Verdict::Masked;
+        }
+        let rank = self.column.versions;
+        self.column.versions = rank.saturating_add(1);
+        if masked {
+            return Verdict::Masked;
+        }
+        // NVB: the family keeps VERSIONS versions, deleted or not, whatever the query asks.
+        if self.nvb && rank >= self.family_versions {
+            return Verdict::TooManyVersions;
+        }
+        // TTL: older than now - TTL is gone, except the MIN_VERSIONS newest versions.
+        if self.is_expired(ts) && rank >= self.min_versions {
+            return Verdict::Expired;
+        }
+        // The time range filters before the version limit counts.
+        if !self.params.time_range.contains(ts) {
+            return Verdict::OutOfRange;
+        }
+        if self.column.returned >= self.query_limit {
+            return Verdict::TooManyVersions;
+        }
+        self.column.returned += 1;
+        Verdict::Include
+    }
+}
+
+/// Resolve a stream of cells of one family in key order (several rows allowed) into the cells
+/// a reader sees.
+pub fn resolve_cells<'c, I>(
+    family: &FamilyDescriptor,
+    params: ReadParams<'_>,
+    cells: I,
+) -> Result<Vec<Cell>>
+where
+    I: IntoIterator<Item = (KeyRef<'c>, &'c [u8])>,
+{
+    let mut r = RowResolver::new(family, params);
+    let mut row: Option<&[u8]> = None;
+    let mut out = Vec::new();
+    for (key, value) in cells {
+        if row != Some(key.row) {
+            r.reset();
+            row = Some(key.row);
+        }
+        if r.push(&key).is_included() {
+            let value = if key.cell_type() == Some(CellType::Put) {
+                value
+            } else {
+                &[]
+            };
+            out.push(Cell::from_key(&key, value)?);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,169 @@
+//! `MergeIter` against a `BTreeMap` model: overlapping sources, duplicate keys across sources,
+//! seeks to stored and search keys, and an HFile source.
+
+use std::collections::BTreeMap;
+
+use cellar::format::{CellKey, CellType, HFileReader, HFileWriter, WriterOptions};
+use cellar::read::{HFileCellIter, MergeIter, VecCellIter};
+use cellar::types::CellIter;
+use cellar::Error;
+use proptest::prelude::*;
+
+/// A key from a small space, so sources overlap and collide often.
+fn key_strategy() -> impl Strategy<Value = CellKey> {
+    (
+        0u8..4,
+        0u8..3,
+        0u64..4,
+        prop::sample::select(vec![
+            CellType::Put,
+            CellType::Delete,
+            CellType::DeleteColumn,
+        ]),
+        0u64..4,
+    )
+        .prop_map(|(r, q, ts, ty, seq)| {
+            CellKey::new(vec![b'r', r], "cf", vec![b'q', q], ts, ty, seq)
+        })
+}
+
+/// A seek target: a stored-looking key or a row/column search key.
+fn target_strategy() -> impl Strategy<Value = CellKey> {
+    prop_oneof![
+        key_strategy(),
+        (0u8..5).prop_map(|r| CellKey::first_on_row(&[b'r', r])),
+        (0u8..5, 0u8..4).prop_map(|(r, q)| CellKey::first_on_column(&[b'r', r], b"cf", &[b'q', q])),
+    ]
+}
+
+/// Sources newest first: each a set of keys (a source never holds a key twice).
+fn sources_strategy() -> impl Strategy<Value = Vec<Vec<CellKey>>> {
+    prop::collection::vec(prop::collection::btree_set(key_strategy(), 0..20), 0..5)
+        .prop_map(|v| v.into_iter().map(|s| s.into_iter().collect()).collect())
+}
+
+fn value(source: usize, k: &CellKey) -> Vec<u8> {
+    format!("s{source}:{k:?}").into_bytes()
+}
+
+/// What the merge must yield: every key once, with the value of the first source holding it.
+fn model(sources: &[Vec<CellKey>]) -> BTreeMap<CellKey, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for (i, keys) in sources.iter().enumerate() {
+        for k in keys {
+            m.entry(k.clone()).or_insert_with(|| value(i, k));
+        }
+    }
+    m
+}
+
+fn merge(sources: &[Vec<CellKey>]) -> MergeIter<'static> {
+    let iters: Vec<Box<dyn CellIter>> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, keys)| {
+            let entries = keys.iter().map(|k| (k.encode(), value(i, k))).collect();
+            Box::new(VecCellIter::new(entries)) as Box<dyn CellIter>
+        })
+        .collect();
+    MergeIter::new(iters)
+}
+
+/// `(encoded key, value)` pairs in merge order.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn take(m: &mut MergeIter<'_>, n: usize) -> Result<Entries, Error> {
+    let mut out = Vec::new();
+    while m.valid() && out.len() < n {
+        out.push((m.key().to_vec(), m.value().to_vec()));
+        m.next()?;
+    }
+    Ok(out)
+}
+
+fn expect_from(model: &BTreeMap<CellKey, Vec<u8>>, from: Option<&CellKey>, n: usize) -> Entries {
+    let range: Box<dyn Iterator<Item = (&CellKey, &Vec<u8>)>> = match from {
+        Some(t) => Box::new(model.range(t.clone()..)),
+        None => Box::new(model.iter()),
+    };
+    range
+        .take(n)
+        .map(|(k, v)| (k.encode(), v.clone()))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn full_scan_matches_model(sources in sources_strategy()) {
+        let want = expect_from(&model(&sources), None, usize::MAX);
+        let mut m = merge(&sources);
+        m.seek_to_first().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let got = take(&mut m, usize::MAX).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn seeks_match_model(
+        sources in sources_strategy(),
+        probes in prop::collection::vec((target_strategy(), 0usize..8), 1..8),
+    ) {
+        let model = model(&sources);
+        let mut m = merge(&sources);
+        for (target, steps) in probes {
+            m.seek(&target.encode()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let got = take(&mut m, steps).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(got, expect_from(&model, Some(&target), steps));
+        }
+    }
+}
+
+#[test]
+fn hfile_source_merges_with_a_newer_memory_source() -> Result<(), Error> {
+    let file_keys: Vec<CellKey> = (0..200u64)
+        .map(|i| CellKey::new(format!("row{i:04}"), "cf", "q", 10, CellType::Put, i + 1))
+        .collect();
+    let mut opts = WriterOptions::new("cf");
+    opts.block_size = 256; // several blocks and index levels' worth of seeking
+    let mut w = HFileWriter::new(Vec::new(), "t.hfile", opts)?;
+    for k in &file_keys {
+        w.append(&k.as_ref(), b"file")?;
+    }
+    let (bytes, _) = w.finish()?;
+    let reader = HFileReader::open(bytes, "t.hfile")?;
+
+    // The memory source overwrites row0100 (same key: must come out once, from memory) and
+    // adds a newer version of row0150.
+    let dup = file_keys[100].clone();
+    let newer = CellKey::new("row0150", "cf", "q", 11, CellType::Put, 500);
+    let mem = VecCellIter::new(vec![
+        (dup.encode(), b"mem".to_vec()),
+        (newer.encode(), b"mem".to_vec()),
+    ]);
+    let sources: Vec<Box<dyn CellIter + '_>> =
+        vec![Box::new(mem), Box::new(HFileCellIter::new(reader.iter()))];
+    let mut m = MergeIter::new(sources);
+    m.seek_to_first()?;
+    let all = take(&mut m, usize::MAX)?;
+    assert_eq!(all.len(), 201);
+    let at = |k: &CellKey| {
+        all.iter()
+            .find(|(e, _)| *e == k.encode())
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(at(&dup), Some(b"mem".to_vec()));
+    assert_eq!(at(&newer), Some(b"mem".to_vec()));
+    assert_eq!(at(&file_keys[0]), Some(b"file".to_vec()));
+
+    m.seek(&CellKey::first_on_row(b"row0150").encode())?;
+    assert_eq!(m.key(), newer.encode().as_slice());
+    assert_eq!(m.current_source(), Some(0));
+    m.next()?;
+    assert_eq!(m.key(), file_keys[150].encode().as_slice());
+    assert_eq!(m.current_source(), Some(1));
+
+    let bad = m.seek(b"not a key");
+    assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
+    Ok(())
+}
