@@ -80,7 +80,7 @@ pub mod wal;
 
 pub use cellar_format as format;
 pub use db::{
-    Db, Delete, Mutation, Options, Put, RowMutations, ScanIter, Stats, Table, WriteBatch,
+    Db, Delete, Mutation, Options, Put, RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch,
     WriteOptions,
 };
 pub use error::{Error, Result};

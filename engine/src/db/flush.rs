@@ -37,7 +37,7 @@ impl DbInner {
     /// Freeze the active memstores into a generation for the flush thread. Unless `force`,
     /// does nothing when they are below the write buffer size (another thread switched first).
     pub(super) fn switch_memstores(&self, force: bool) -> Result<bool> {
-        let _exclusive = self.switch.write();
+        let _exclusive = self.switch.exclusive();
         let sv = self.sv();
         let (active, _) = sv.memstore_bytes();
         let any = sv.mems.values().any(|m| !m.active.is_empty());
@@ -170,7 +170,7 @@ impl DbInner {
             ..VersionEdit::default()
         };
         {
-            let _exclusive = self.switch.write();
+            let _exclusive = self.switch.exclusive();
             let mut m = self.manifest.lock();
             let (man, state) = &mut *m;
             man.log_and_apply(state, edit)?;

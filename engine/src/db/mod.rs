@@ -1,7 +1,7 @@
 //! The database: open and recovery, the write path, flush, admin and reads.
 //!
 //! # Concurrency
-//! - `switch` (an `RwLock<()>`): every write holds it shared from resolving its families through
+//! - `switch` ([`gate::SwitchGate`], loom-modelled): every write holds it shared from resolving its families through
 //!   WAL append and memstore insert to marking its batch applied; switching memstores and
 //!   changing the schema hold it exclusively. So when a switch runs, every sequence number
 //!   assigned so far is in a memstore, and the WAL segment it rolls to holds only later ones:
@@ -14,9 +14,11 @@
 //! - One background thread flushes frozen memstore generations, oldest first.
 
 mod flush;
+mod gate;
 mod mutation;
 mod options;
 mod read;
+mod snapshot;
 mod sv;
 mod write;
 
@@ -30,6 +32,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
+pub use snapshot::Snapshot;
 
 use crate::error::{Error, Result};
 use crate::fs::{FormatSource, LockGuard, SharedFs};
@@ -110,6 +113,10 @@ pub struct Stats {
     pub wal: wal::WalStats,
     /// Read point: the highest sequence number visible.
     pub read_point: SeqNo,
+    /// Sequence number of the oldest live snapshot, if any: compaction keeps what it sees.
+    pub oldest_snapshot: Option<SeqNo>,
+    /// Live snapshots.
+    pub live_snapshots: u64,
 }
 
 #[derive(Debug)]
@@ -119,7 +126,7 @@ pub(crate) struct DbInner {
     opts: Options,
     _lock: Box<dyn LockGuard>,
     wal: Wal,
-    switch: RwLock<()>,
+    switch: gate::SwitchGate,
     switch_requested: AtomicBool,
     sv: RwLock<Arc<SuperVersion>>,
     manifest: Mutex<(Manifest, ManifestState)>,
@@ -129,6 +136,7 @@ pub(crate) struct DbInner {
     flush_cv: Condvar,
     visibility: Visibility,
     poisoned: Mutex<Option<String>>,
+    snapshots: Mutex<snapshot::Registry>,
     readers: Mutex<HashMap<FileNumber, Arc<HFileReader<FormatSource>>>>,
     counters: Counters,
     shutdown: AtomicBool,
@@ -199,6 +207,12 @@ impl Db {
         let r = self.inner.flush_and_wait();
         drop(self);
         r
+    }
+
+    /// Pin the current state: reads `at` the snapshot see exactly the writes acknowledged
+    /// before it, for as long as it lives.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.clone())
     }
 
     /// Counters and gauges.
@@ -542,7 +556,7 @@ impl DbInner {
             fs,
             opts,
             _lock: lock,
-            switch: RwLock::new(()),
+            switch: gate::SwitchGate::default(),
             switch_requested: AtomicBool::new(false),
             sv: RwLock::new(Arc::new(sv)),
             manifest: Mutex::new((man, state)),
@@ -550,6 +564,7 @@ impl DbInner {
             flush_cv: Condvar::new(),
             visibility: Visibility::new(last_seq),
             poisoned: Mutex::new(None),
+            snapshots: Mutex::new(snapshot::Registry::new()),
             readers: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             shutdown: AtomicBool::new(false),
@@ -597,7 +612,7 @@ impl DbInner {
         make: impl FnOnce(&ManifestState) -> Result<(VersionEdit, T)>,
     ) -> Result<T> {
         self.check_poisoned()?;
-        let _w = self.switch.write();
+        let _w = self.switch.exclusive();
         let mut m = self.manifest.lock();
         let (man, state) = &mut *m;
         let (edit, extra) = make(state)?;
@@ -650,6 +665,13 @@ impl DbInner {
         let c = &self.counters;
         let sv = self.sv();
         let (active, frozen) = sv.memstore_bytes();
+        let (oldest_snapshot, live_snapshots) = {
+            let reg = self.snapshots.lock();
+            (
+                reg.keys().next().copied(),
+                reg.values().map(|&n| n as u64).sum(),
+            )
+        };
         Stats {
             writes: c.writes.load(Ordering::Relaxed),
             user_bytes_written: c.user_bytes.load(Ordering::Relaxed),
@@ -667,6 +689,8 @@ impl DbInner {
             live_files: sv.version.num_files() as u64,
             wal: self.wal.stats(),
             read_point: self.visibility.read_point(),
+            oldest_snapshot,
+            live_snapshots,
         }
     }
 }

@@ -99,7 +99,9 @@ impl DbInner {
     pub(super) fn get(&self, table: &TableName, get: &Get) -> Result<Option<Row>> {
         get.validate()?;
         // Read point first, then the super-version (see the module docs of `db`).
-        let read_point = self.visibility.read_point();
+        // A read point beyond what is visible would expose half-applied batches: clamp it.
+        let visible = self.visibility.read_point();
+        let read_point = get.read_point.map_or(visible, |p| p.min(visible));
         let sv = self.sv();
         let t = table_info(&sv, table)?;
         let fams = selected_families(&t, &get.selection)?;
@@ -251,7 +253,8 @@ pub struct ScanIter {
 impl ScanIter {
     pub(super) fn new(db: Arc<DbInner>, table: &TableName, scan: Scan) -> Result<ScanIter> {
         scan.validate()?;
-        let read_point = db.visibility.read_point();
+        let visible = db.visibility.read_point();
+        let read_point = scan.read_point.map_or(visible, |p| p.min(visible));
         let sv = db.sv();
         let t = table_info(&sv, table)?;
         selected_families(&t, &scan.selection)?;

@@ -44,7 +44,7 @@ impl DbInner {
         self.stall_if_needed()?;
         let now = now_ms();
         let (seq, bytes) = {
-            let _shared = self.switch.read();
+            let _shared = self.switch.shared();
             let sv = self.sv();
             let muts = self.resolve(&sv, items, now)?;
             let bytes: usize = muts

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cellar_format::{CellType, KeyRef};
 
 use crate::error::{Error, Result};
-use crate::types::Timestamp;
+use crate::types::{SeqNo, Timestamp};
 
 /// A half-open time range `[min, max)` (HBase's TimeRange). The default covers all time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,6 +134,8 @@ pub struct Get {
     pub max_versions: u32,
     /// Only cells in this range.
     pub time_range: TimeRange,
+    /// Read at this sequence number (an explicit snapshot's) instead of the latest.
+    pub read_point: Option<SeqNo>,
 }
 
 impl Get {
@@ -144,6 +146,7 @@ impl Get {
             selection: Selection::default(),
             max_versions: 1,
             time_range: TimeRange::ALL,
+            read_point: None,
         }
     }
 
@@ -220,6 +223,8 @@ pub struct Scan {
     pub limit: Option<usize>,
     /// Return every cell and marker visible at the read point, unresolved (HBase's raw scan).
     pub raw: bool,
+    /// Read at this sequence number (an explicit snapshot's) instead of the latest.
+    pub read_point: Option<SeqNo>,
 }
 
 impl Default for Scan {
@@ -240,6 +245,7 @@ impl Scan {
             time_range: TimeRange::ALL,
             limit: None,
             raw: false,
+            read_point: None,
         }
     }
 
