@@ -23,6 +23,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fs::write(dir.join(name), bytes)
     };
 
+    // The engine's decoders: a WAL record, a two-segment log, a version edit, a write batch.
+    {
+        use cellar::batch::{encode as encode_batch, Mutation};
+        use cellar::manifest::VersionEdit;
+        use cellar::wal::record::encode as encode_record;
+        let batch = encode_batch(&[
+            Mutation {
+                family: 1,
+                row: b"row1".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: 7,
+                cell_type: cellar_format::CellType::Put,
+                value: b"v".to_vec(),
+                tags: Vec::new(),
+            },
+            Mutation {
+                family: 2,
+                row: b"row2".to_vec(),
+                qualifier: Vec::new(),
+                timestamp: 9,
+                cell_type: cellar_format::CellType::DeleteFamily,
+                value: Vec::new(),
+                tags: Vec::new(),
+            },
+        ]);
+        put("write_batch", "two_mutations", &batch)?;
+        let mut rec = Vec::new();
+        encode_record(2, 5, &batch, &mut rec);
+        put("wal_record", "batch_record", &rec)?;
+        // wal_replay takes its first byte as segment 1's length; the rest is segment 2.
+        let mut seg1 = Vec::new();
+        encode_record(1, 1, b"a", &mut seg1);
+        encode_record(1, 2, &batch, &mut seg1);
+        let mut log = vec![u8::try_from(seg1.len())?];
+        log.extend_from_slice(&seg1);
+        let mut seg2 = Vec::new();
+        encode_record(2, 3, b"b", &mut seg2);
+        log.extend_from_slice(&seg2);
+        put("wal_replay", "two_segments", &log)?;
+        let edit = VersionEdit {
+            next_file_number: Some(9),
+            last_seq: Some(42),
+            log_number: Some(3),
+            flushed_seq: vec![(1, 40)],
+            create_namespaces: vec!["ns".into()],
+            ..VersionEdit::default()
+        };
+        put("manifest_edit", "counters_and_namespace", &edit.encode())?;
+    }
+
     // Whole files, in the shapes the reader distinguishes.
     let small = file(8, 4096, 4096, CompressionType::None, BloomType::Row, false)?;
     let multi = file(12, 64, 256, CompressionType::Lz4, BloomType::RowCol, false)?;
