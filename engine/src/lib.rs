@@ -80,8 +80,8 @@ pub mod wal;
 
 pub use cellar_format as format;
 pub use db::{
-    Db, Delete, Mutation, Options, Put, RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch,
-    WriteOptions,
+    Db, Delete, Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats,
+    Table, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};

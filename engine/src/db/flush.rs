@@ -45,6 +45,8 @@ impl DbInner {
             return Ok(false);
         }
         let boundary = self.wal.roll()?;
+        // Every unlogged write is in the generation frozen now, which the flush thread drains.
+        self.unlogged.store(false, Ordering::Release);
         let mut next = SuperVersion::clone(&sv);
         let mut mems = Vec::new();
         for (&id, m) in &sv.mems {

@@ -113,6 +113,8 @@ pub struct Stats {
     pub wal: wal::WalStats,
     /// Read point: the highest sequence number visible.
     pub read_point: SeqNo,
+    /// What WAL replay found when the database was opened.
+    pub recovery: RecoveryReport,
     /// Sequence number of the oldest live snapshot, if any: compaction keeps what it sees.
     pub oldest_snapshot: Option<SeqNo>,
     /// Live snapshots.
@@ -140,6 +142,27 @@ pub(crate) struct DbInner {
     readers: Mutex<HashMap<FileNumber, Arc<HFileReader<FormatSource>>>>,
     counters: Counters,
     shutdown: AtomicBool,
+    /// Set when a SkipWal write lands in the active memstores: data no WAL holds, which a
+    /// clean close must flush.
+    unlogged: AtomicBool,
+    /// What WAL replay found at open.
+    recovery: RecoveryReport,
+}
+
+/// What the WAL replay at open found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Batches replayed into memstores.
+    pub replayed_batches: u64,
+    /// Highest sequence number found in the WAL.
+    pub last_wal_seq: SeqNo,
+    /// Whether the newest segment ended in a torn (unacknowledged) write that was dropped.
+    pub torn_tail: bool,
+    /// Damaged WAL ranges skipped under `RecoveryMode::SkipCorrupted` (segment, first byte,
+    /// length):
+    /// records there are lost.
+    pub skipped_ranges: Vec<(u64, u64, u64)>,
 }
 
 /// An open database. Cheap to clone; all clones share one engine, closed when the last drops.
@@ -159,6 +182,13 @@ struct FlusherHandle {
 
 impl Drop for FlusherHandle {
     fn drop(&mut self) {
+        // Data no WAL holds (SkipWal writes) is flushed at a clean close, as RocksDB does;
+        // everything else is replayed from the WAL at the next open, which keeps close fast.
+        if self.inner.unlogged.load(Ordering::Acquire) && self.inner.poisoned.lock().is_none() {
+            if let Err(e) = self.inner.switch_memstores(true) {
+                tracing::warn!(error = %e, "could not flush unlogged writes at close");
+            }
+        }
         self.inner.shutdown.store(true, Ordering::SeqCst);
         {
             let _g = self.inner.frozen.lock();
@@ -202,7 +232,9 @@ impl Db {
         self.inner.flush_and_wait()
     }
 
-    /// Flush and stop. Dropping the last clone does the same without reporting errors.
+    /// Flush everything, then release this handle (the engine stops when the last clone, table
+    /// handle or scan goes). Dropping the last handle instead flushes only what the WAL does
+    /// not hold (SkipWal writes); the rest is replayed from the WAL at the next open.
     pub fn close(self) -> Result<()> {
         let r = self.inner.flush_and_wait();
         drop(self);
@@ -348,7 +380,8 @@ impl Db {
                         descriptor: desc.clone(),
                         family_ids,
                     }],
-                    deleted_files: deleted.clone(),
+                    // The removed families' files leave the version with the families (the
+                    // table entry is replaced whole); they are deleted from disk afterwards.
                     ..VersionEdit::default()
                 },
                 deleted,
@@ -541,8 +574,9 @@ impl DbInner {
         let wal_dir = dir.join(WAL_DIR);
         fs.create_dir_all(&wal_dir)
             .map_err(|e| Error::io(&wal_dir, "creating the WAL directory", e))?;
-        let (last_replayed, replayed) = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
-        let last_seq = state.last_seq().max(last_replayed);
+        let recovery = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
+        let replayed = recovery.replayed_batches;
+        let last_seq = state.last_seq().max(recovery.last_wal_seq);
         let wal = Wal::open(fs.clone(), &wal_dir, opts.wal.clone(), last_seq + 1)?;
         tracing::info!(
             dir = %dir.display(),
@@ -568,11 +602,18 @@ impl DbInner {
             readers: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             shutdown: AtomicBool::new(false),
+            unlogged: AtomicBool::new(false),
+            recovery,
             wal,
         };
         if replayed > 0 {
             // What the WAL held goes to files at once, so the segments can go.
             inner.switch_memstores(true)?;
+        } else {
+            // Nothing to keep in the older segments (flushed, or of dropped families): without
+            // this, every idle open would leave another preallocated segment behind.
+            let current = inner.wal.stats().current_segment;
+            inner.wal.delete_segments_before(current)?;
         }
         Ok(inner)
     }
@@ -689,21 +730,21 @@ impl DbInner {
             live_files: sv.version.num_files() as u64,
             wal: self.wal.stats(),
             read_point: self.visibility.read_point(),
+            recovery: self.recovery.clone(),
             oldest_snapshot,
             live_snapshots,
         }
     }
 }
 
-/// Replay the WAL into the super-version's memstores; returns the last sequence number seen
-/// and how many batches were applied.
+/// Replay the WAL into the super-version's memstores, reporting what it found.
 fn replay_wal(
     fs: &dyn crate::fs::FileSystem,
     wal_dir: &Path,
     state: &ManifestState,
     sv: &SuperVersion,
     mode: wal::RecoveryMode,
-) -> Result<(SeqNo, u64)> {
+) -> Result<RecoveryReport> {
     let names: HashMap<u32, Vec<u8>> = sv
         .families
         .iter()
@@ -737,5 +778,20 @@ fn replay_wal(
             "WAL ended in a torn write; the unacknowledged tail was dropped"
         );
     }
-    Ok((summary.last_seq.unwrap_or(0), applied))
+    for r in &summary.skipped {
+        tracing::error!(
+            ?r,
+            "WAL salvage skipped a damaged range: the records in it are lost"
+        );
+    }
+    Ok(RecoveryReport {
+        replayed_batches: applied,
+        last_wal_seq: summary.last_seq.unwrap_or(0),
+        torn_tail: summary.torn_tail.is_some(),
+        skipped_ranges: summary
+            .skipped
+            .iter()
+            .map(|r| (r.segment, r.start, r.end - r.start))
+            .collect(),
+    })
 }

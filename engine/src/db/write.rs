@@ -77,6 +77,9 @@ impl DbInner {
                     mems.active.insert(&key, &m.value, &m.tags);
                 }
             }
+            if d == Durability::SkipWal {
+                self.unlogged.store(true, Ordering::Release);
+            }
             self.visibility.complete(seq);
             (seq, bytes)
         };
