@@ -8,6 +8,7 @@
 pub mod build;
 pub mod dump;
 pub mod emit;
+pub mod mmap;
 pub mod progress;
 pub mod text;
 pub mod verify;

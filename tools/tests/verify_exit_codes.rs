@@ -102,3 +102,37 @@ fn unsupported_version_missing_file_and_bad_usage_exit_2() {
     assert_eq!(run(VERIFY, &[], d.path()).code, 2);
     assert_eq!(run(VERIFY, &["--format", "xml", "."], d.path()).code, 2);
 }
+
+/// `--mmap` reads through a memory map and must report exactly what positional reads report,
+/// on a clean file and on a damaged one.
+#[test]
+fn mmap_source_reports_the_same_as_pread() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.hfile");
+    let tsv = dir.path().join("in.tsv");
+    std::fs::write(&tsv, "r1\tcf:q\t1\tPut\tv1\nr2\tcf:q\t2\tPut\tv2\n").unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .args(["hfile", "build", "--family", "cf", "--out"])
+        .arg(&good)
+        .arg(&tsv)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let bad = dir.path().join("bad.hfile");
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[3] ^= 0x40;
+    std::fs::write(&bad, &bytes).unwrap();
+    for (file, code) in [(&good, 0), (&bad, 1)] {
+        let run = |extra: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_hfile-verify"))
+                .args(extra)
+                .arg(file)
+                .output()
+                .unwrap()
+        };
+        let (plain, mapped) = (run(&[]), run(&["--mmap"]));
+        assert_eq!(plain.status.code(), Some(code));
+        assert_eq!(mapped.status.code(), Some(code));
+        assert_eq!(plain.stdout, mapped.stdout);
+    }
+}
