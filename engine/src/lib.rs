@@ -80,10 +80,11 @@ pub mod wal;
 
 pub use cellar_format as format;
 pub use db::{
-    Db, Delete, Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats,
-    Table, WriteBatch, WriteOptions,
+    Append, CheckAndMutate, Db, Delete, Increment, Mutation, Options, Put, RecoveryReport,
+    RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
+pub use read::filter::{CompareOp, Filter};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};
 pub use schema::{
     BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells, TableDescriptor, TableName,

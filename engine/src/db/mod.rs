@@ -1,6 +1,10 @@
 //! The database: open and recovery, the write path, flush, admin and reads.
 //!
 //! # Concurrency
+//! - `row_locks` ([`rowlock::RowLocks`]): every write locks the stripes of its rows before
+//!   anything else and holds them until its batch is visible, which makes read-modify-write
+//!   on a row (check-and-mutate, increment, append, delete of the newest version) atomic.
+//!   They come before `switch` in lock order; the switch never takes them.
 //! - `switch` ([`gate::SwitchGate`], loom-modelled): every write holds it shared from resolving its families through
 //!   WAL append and memstore insert to marking its batch applied; switching memstores and
 //!   changing the schema hold it exclusively. So when a switch runs, every sequence number
@@ -18,6 +22,8 @@ mod gate;
 mod mutation;
 mod options;
 mod read;
+mod rmw;
+mod rowlock;
 mod snapshot;
 mod sv;
 mod write;
@@ -32,6 +38,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
+pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;
 
 use crate::error::{Error, Result};
@@ -128,6 +135,8 @@ pub(crate) struct DbInner {
     opts: Options,
     _lock: Box<dyn LockGuard>,
     wal: Wal,
+    /// Row locks, taken by every write before the switch gate (see `rowlock`).
+    row_locks: rowlock::RowLocks,
     switch: gate::SwitchGate,
     switch_requested: AtomicBool,
     sv: RwLock<Arc<SuperVersion>>,
@@ -506,6 +515,40 @@ impl Table {
         self.db.inner.write(&items, opts)
     }
 
+    /// Apply `cam`'s mutations if its conditions hold on the row's current values, atomically
+    /// (under the row lock), with the database's default durability. True when applied; a
+    /// failed check writes nothing.
+    pub fn check_and_mutate(&self, cam: CheckAndMutate) -> Result<bool> {
+        self.check_and_mutate_with(cam, WriteOptions::default())
+    }
+
+    /// [`Table::check_and_mutate`] with explicit write options.
+    pub fn check_and_mutate_with(&self, cam: CheckAndMutate, opts: WriteOptions) -> Result<bool> {
+        self.db.inner.check_and_mutate(&self.name, cam, opts)
+    }
+
+    /// Add to 8-byte big-endian counters of a row atomically, with the database's default
+    /// durability; returns the new values (see [`Increment`]).
+    pub fn increment(&self, inc: Increment) -> Result<Row> {
+        self.increment_with(inc, WriteOptions::default())
+    }
+
+    /// [`Table::increment`] with explicit write options.
+    pub fn increment_with(&self, inc: Increment, opts: WriteOptions) -> Result<Row> {
+        self.db.inner.increment(&self.name, inc, opts)
+    }
+
+    /// Append to the newest values of columns of a row atomically, with the database's
+    /// default durability; returns the new values (see [`Append`]).
+    pub fn append(&self, app: Append) -> Result<Row> {
+        self.append_with(app, WriteOptions::default())
+    }
+
+    /// [`Table::append`] with explicit write options.
+    pub fn append_with(&self, app: Append, opts: WriteOptions) -> Result<Row> {
+        self.db.inner.append(&self.name, app, opts)
+    }
+
     /// Read one row.
     pub fn get(&self, get: &Get) -> Result<Option<Row>> {
         self.db.inner.get(&self.name, get)
@@ -533,7 +576,7 @@ fn files_of(state: &ManifestState, families: &[u32]) -> Vec<(u32, u32, FileNumbe
 impl DbInner {
     fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         let fs = opts.fs.clone();
-        fs.create_dir_all(dir)
+        crate::fs::create_dir_durable(&*fs, dir)
             .map_err(|e| Error::io(dir, "creating the database directory", e))?;
         let lock = fs.lock(&dir.join(LOCK_FILE)).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
@@ -572,8 +615,12 @@ impl DbInner {
         }
         let sv = SuperVersion::build(&state, None);
         let wal_dir = dir.join(WAL_DIR);
-        fs.create_dir_all(&wal_dir)
-            .map_err(|e| Error::io(&wal_dir, "creating the WAL directory", e))?;
+        // Both directories exist, durably, before anything in them is acknowledged (a power loss
+        // must not take a directory whose files the manifest or an fsync'd write depends on).
+        for d in [&wal_dir, &dir.join(manifest::DATA_DIR)] {
+            crate::fs::create_dir_durable(&*fs, d)
+                .map_err(|e| Error::io(d, "creating a database directory", e))?;
+        }
         let recovery = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
         let replayed = recovery.replayed_batches;
         let last_seq = state.last_seq().max(recovery.last_wal_seq);
@@ -590,6 +637,7 @@ impl DbInner {
             fs,
             opts,
             _lock: lock,
+            row_locks: rowlock::RowLocks::new(),
             switch: gate::SwitchGate::default(),
             switch_requested: AtomicBool::new(false),
             sv: RwLock::new(Arc::new(sv)),

@@ -4,6 +4,12 @@
 //! Files are skipped before they are read when their key range misses the rows asked for,
 //! their time range misses the query's, or (for a Get) their bloom filter excludes the row or
 //! column; each skip is counted in stats.
+//!
+//! Filters (`read::filter`) act inside the loop: the row-key stage runs when a row starts,
+//! before any of its cells is resolved, and a failing row makes the merge seek to the filter's
+//! hint (an index descent per file) instead of stepping through the rows in between; the cell
+//! and row stages run on the row's resolved cells before it is buffered. `Scan::batch` then
+//! cuts the row into chunks; `Scan::limit` counts rows, so the chunks of one row count once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -15,6 +21,7 @@ use super::sv::{SuperVersion, TableInfo};
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::fs::FormatSource;
+use crate::read::filter::{FilterEval, RowCheck};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
@@ -105,6 +112,13 @@ impl DbInner {
         let sv = self.sv();
         let t = table_info(&sv, table)?;
         let fams = selected_families(&t, &get.selection)?;
+        let mut eval = get.filter.as_ref().map(FilterEval::new);
+        // The row-key stage first: a row it rejects costs no file access.
+        if let Some(e) = eval.as_mut() {
+            if e.check_row(&get.row) != RowCheck::Include {
+                return Ok(None);
+            }
+        }
         let span = RowSpan {
             start: &get.row,
             stop: Some(&get.row),
@@ -122,8 +136,11 @@ impl DbInner {
             if key.row != get.row.as_slice() {
                 break;
             }
-            resolvers.push(&key, merge.value(), &mut cells)?;
-            merge.next()?;
+            let skip = resolvers.push(&key, merge.value(), &mut cells)?;
+            advance(&mut merge, skip)?;
+        }
+        if let Some(e) = eval.as_mut() {
+            cells = e.finish_row(cells);
         }
         Ok((!cells.is_empty()).then(|| Row::new(get.row.clone(), cells)))
     }
@@ -194,7 +211,13 @@ fn merge_over<'a>(
 /// One resolver per family of a table, reset at each new row.
 struct Resolvers<'q> {
     by_family: HashMap<Vec<u8>, RowResolver<'q>>,
+    /// Cells stepped over since the current column was done.
+    overrun: usize,
 }
+
+/// Cells to step over in a finished column before seeking past it instead: a seek re-positions
+/// every source (RocksDB's `max_sequential_skip_in_iterations` makes the same trade).
+const MAX_SEQUENTIAL_SKIP: usize = 8;
 
 impl<'q> Resolvers<'q> {
     fn new(t: &TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
@@ -207,18 +230,31 @@ impl<'q> Resolvers<'q> {
                 (name.into_bytes(), RowResolver::new(&f.descriptor, p))
             })
             .collect();
-        Resolvers { by_family }
+        Resolvers {
+            by_family,
+            overrun: 0,
+        }
     }
 
     fn reset(&mut self) {
+        self.overrun = 0;
         for r in self.by_family.values_mut() {
             r.reset();
         }
     }
 
-    fn push(&mut self, key: &KeyRef<'_>, value: &[u8], out: &mut Vec<Cell>) -> Result<()> {
+    /// Resolve one cell; returns where to seek next when the rest of its column cannot change
+    /// the result (the column returned all the versions it may), `None` to step to the next
+    /// cell. Never for the empty qualifier: family markers share that column, interleaved by
+    /// timestamp with its versions, and a later one can still mask other columns.
+    fn push(
+        &mut self,
+        key: &KeyRef<'_>,
+        value: &[u8],
+        out: &mut Vec<Cell>,
+    ) -> Result<Option<Vec<u8>>> {
         let Some(r) = self.by_family.get_mut(key.family) else {
-            return Ok(());
+            return Ok(None);
         };
         if r.push(key).is_included() {
             let v = if key.cell_type() == Some(CellType::Put) {
@@ -228,7 +264,32 @@ impl<'q> Resolvers<'q> {
             };
             out.push(Cell::from_key(key, v)?);
         }
-        Ok(())
+        if !(r.column_done() && !key.qualifier.is_empty()) {
+            self.overrun = 0;
+            return Ok(None);
+        }
+        self.overrun += 1;
+        if self.overrun > MAX_SEQUENTIAL_SKIP {
+            self.overrun = 0;
+            // The smallest key after every version of this column.
+            let past = KeyRef {
+                timestamp: 0,
+                type_code: cellar_format::cell::TYPE_MINIMUM,
+                seq: 0,
+                ..*key
+            };
+            return Ok(Some(past.encode()));
+        }
+        Ok(None)
+    }
+}
+
+/// Step the merge past a resolved cell: a seek when the resolver allows skipping the rest of a
+/// column (a hot counter's thousand old versions), the next cell otherwise.
+fn advance(merge: &mut MergeIter<'_>, skip: Option<Vec<u8>>) -> Result<()> {
+    match skip {
+        Some(target) => merge.seek(&target),
+        None => merge.next(),
     }
 }
 
@@ -245,9 +306,16 @@ pub struct ScanIter {
     now: Timestamp,
     /// Row to resume at; `None` once the end is reached.
     resume: Option<Vec<u8>>,
-    buffer: VecDeque<Row>,
+    /// Rows (or chunks of rows, under `batch`) read ahead, each marked true when it is the
+    /// first chunk of its row, so that `limit` counts rows.
+    buffer: VecDeque<(Row, bool)>,
+    /// Rows returned (a chunked row counts once).
     returned: usize,
     failed: bool,
+    /// The scan's filter state, kept across refills (Page counts rows over the whole scan).
+    eval: Option<FilterEval>,
+    /// Cells taken from the merge and fed to version resolution, over the whole scan.
+    cells_read: u64,
 }
 
 impl ScanIter {
@@ -258,7 +326,10 @@ impl ScanIter {
         let sv = db.sv();
         let t = table_info(&sv, table)?;
         selected_families(&t, &scan.selection)?;
+        let eval = scan.filter.as_ref().map(FilterEval::new);
         Ok(ScanIter {
+            eval,
+            cells_read: 0,
             resume: Some(scan.start_row.clone()),
             db,
             sv,
@@ -275,6 +346,12 @@ impl ScanIter {
     /// The read point the scan sees.
     pub fn read_point(&self) -> SeqNo {
         self.read_point
+    }
+
+    /// Cells the scan has read from its sources and resolved so far: rows a filter skipped by
+    /// seeking are not read, which this shows (tests use it to prove the skipping).
+    pub fn cells_read(&self) -> u64 {
+        self.cells_read
     }
 
     fn refill(&mut self) -> Result<()> {
@@ -306,26 +383,47 @@ impl ScanIter {
             }
             if row.as_deref() != Some(key.row) {
                 if let Some(done) = row.take() {
-                    if !cells.is_empty() {
-                        self.buffer
-                            .push_back(Row::new(done, std::mem::take(&mut cells)));
-                        rows += 1;
-                    }
+                    rows += emit(
+                        &mut self.buffer,
+                        self.eval.as_mut(),
+                        self.scan.batch,
+                        done,
+                        std::mem::take(&mut cells),
+                    );
                 }
                 if rows >= SCAN_BATCH_ROWS {
                     self.resume = Some(key.row.to_vec());
                     return Ok(());
                 }
+                if let Some(e) = self.eval.as_mut() {
+                    match e.check_row(key.row) {
+                        RowCheck::Include => {}
+                        RowCheck::SeekTo(hint) => {
+                            // `resume` is already taken: returning ends the scan.
+                            if self.scan.past_stop(&hint) {
+                                return Ok(());
+                            }
+                            merge.seek(&CellKey::first_on_row(&hint).encode())?;
+                            continue;
+                        }
+                        RowCheck::Done => return Ok(()),
+                    }
+                }
                 row = Some(key.row.to_vec());
                 resolvers.reset();
             }
-            resolvers.push(&key, merge.value(), &mut cells)?;
-            merge.next()?;
+            self.cells_read += 1;
+            let skip = resolvers.push(&key, merge.value(), &mut cells)?;
+            advance(&mut merge, skip)?;
         }
         if let Some(done) = row {
-            if !cells.is_empty() {
-                self.buffer.push_back(Row::new(done, cells));
-            }
+            emit(
+                &mut self.buffer,
+                self.eval.as_mut(),
+                self.scan.batch,
+                done,
+                cells,
+            );
         }
         Ok(())
     }
@@ -335,7 +433,12 @@ impl Iterator for ScanIter {
     type Item = Result<Row>;
 
     fn next(&mut self) -> Option<Result<Row>> {
-        if self.failed || self.scan.limit.is_some_and(|l| self.returned >= l) {
+        if self.failed {
+            return None;
+        }
+        let at_limit = self.scan.limit.is_some_and(|l| self.returned >= l);
+        // At the limit, only the remaining chunks of the last row returned may follow.
+        if at_limit && self.buffer.front().is_none_or(|(_, first)| *first) {
             return None;
         }
         while self.buffer.is_empty() && self.resume.is_some() {
@@ -344,8 +447,41 @@ impl Iterator for ScanIter {
                 return Some(Err(e));
             }
         }
-        let row = self.buffer.pop_front()?;
-        self.returned += 1;
+        let (row, first) = self.buffer.pop_front()?;
+        if first {
+            self.returned += 1;
+        }
         Some(Ok(row))
     }
+}
+
+/// Run the filter's cell and row stages on a finished row and buffer what is left, cut into
+/// chunks of at most `batch` cells. Returns 1 when the row produced output, else 0.
+fn emit(
+    buffer: &mut VecDeque<(Row, bool)>,
+    eval: Option<&mut FilterEval>,
+    batch: Option<usize>,
+    key: Vec<u8>,
+    cells: Vec<Cell>,
+) -> usize {
+    let cells = match eval {
+        Some(e) => e.finish_row(cells),
+        None => cells,
+    };
+    if cells.is_empty() {
+        return 0;
+    }
+    match batch {
+        Some(n) if n > 0 && cells.len() > n => {
+            let mut first = true;
+            let mut rest = cells.into_iter().peekable();
+            while rest.peek().is_some() {
+                let chunk: Vec<Cell> = rest.by_ref().take(n).collect();
+                buffer.push_back((Row::new(key.clone(), chunk), first));
+                first = false;
+            }
+        }
+        _ => buffer.push_back((Row::new(key, cells), true)),
+    }
+    1
 }

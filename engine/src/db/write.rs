@@ -28,7 +28,29 @@ fn rank(d: Durability) -> u8 {
 }
 
 impl DbInner {
+    /// Apply a batch: lock its rows (see `rowlock`), then [`DbInner::write_locked`].
     pub(super) fn write(
+        &self,
+        items: &[(TableName, &Mutation)],
+        opts: WriteOptions,
+    ) -> Result<SeqNo> {
+        self.check_poisoned()?;
+        if items.is_empty() {
+            return Err(Error::InvalidArgument("empty write".into()));
+        }
+        // Stall before locking: a writer held back by flushes then blocks no other writer
+        // whose rows share its stripes.
+        self.stall_if_needed()?;
+        // Held until the batch is visible (write_locked returns after `wait_visible`), so the
+        // next holder of these rows reads this batch.
+        let _rows = self.row_locks.lock(items.iter().map(|(_, m)| m.row()));
+        self.write_locked(items, opts)
+    }
+
+    /// Apply a batch whose rows the caller has locked (`self.row_locks`) and holds until this
+    /// returns; returns once the batch is visible. The caller stalls (`stall_if_needed`)
+    /// before locking.
+    pub(super) fn write_locked(
         &self,
         items: &[(TableName, &Mutation)],
         opts: WriteOptions,
@@ -41,7 +63,6 @@ impl DbInner {
         if rank(self.opts.min_durability) > rank(d) {
             d = self.opts.min_durability;
         }
-        self.stall_if_needed()?;
         let now = now_ms();
         let (seq, bytes) = {
             let _shared = self.switch.shared();
@@ -129,6 +150,11 @@ impl DbInner {
         Ok(out)
     }
 
+    /// Turn one delete into markers. A `DeleteOp::Version` at LATEST (HBase's `addColumn`
+    /// without a timestamp) becomes a Delete at the newest visible version's timestamp, found
+    /// with a Get when the write is applied. That is race-free: the write holds the row's lock
+    /// (`rowlock`), so every earlier write to the row is visible and no later one can slip in
+    /// between the Get and the marker (see [`DbInner::newest_version_ts`]).
     #[allow(clippy::too_many_arguments, reason = "internal helper of resolve")]
     fn resolve_delete(
         &self,
@@ -197,6 +223,12 @@ impl DbInner {
 
     /// Timestamp of the newest visible version of a column (HBase resolves a delete of the
     /// latest version this way when it is applied).
+    ///
+    /// Race-free: the write resolving it holds the row's lock (`rowlock`), taken after every
+    /// earlier write to the row became visible and before any later one can take a sequence
+    /// number. So the version found is the newest one at the delete's place in sequence
+    /// order, and a put racing with the delete is either older (found and deleted if newest)
+    /// or newer (untouched) — never a version other than the newest one seen.
     fn newest_version_ts(
         &self,
         _sv: &SuperVersion,
@@ -215,7 +247,7 @@ impl DbInner {
 
     /// Slow writers down, then stop them, while flushes are behind (RELIABILITY: never grow
     /// without bound). Each stall is counted, timed and logged with its cause.
-    fn stall_if_needed(&self) -> Result<()> {
+    pub(super) fn stall_if_needed(&self) -> Result<()> {
         let mut stalled_since: Option<Instant> = None;
         loop {
             self.check_poisoned()?;

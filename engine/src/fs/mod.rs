@@ -6,14 +6,18 @@
 //! why the traits are object-safe and small: recovery, WAL, flush and manifest code cannot tell
 //! which one they run on.
 
+pub mod fault;
 mod real;
+pub mod sim;
 
 use std::fmt::Debug;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use fault::{Fault, FaultFs, OpKind, Rule};
 pub use real::RealFs;
+pub use sim::{CrashPolicy, FsyncFailMode, SimFs};
 
 /// An open file. Positional reads and writes; no shared cursor, so a file can be used from
 /// several threads.
@@ -99,6 +103,31 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
 
 /// A shared handle to a file system.
 pub type SharedFs = Arc<dyn FileSystem>;
+
+/// Create `dir` and any missing parents, and make each new directory's entry durable by
+/// syncing its parent: a directory created but never synced into its parent can vanish with a
+/// power loss, taking every file in it — synced or not — along.
+pub fn create_dir_durable(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut p = Some(dir);
+    while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+        if fs.exists(d)? {
+            break;
+        }
+        missing.push(d);
+        p = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs.create_dir_all(dir)?;
+    for d in missing.iter().rev() {
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
 
 /// `dir/name`.
 pub fn join(dir: &Path, name: &str) -> PathBuf {

@@ -6,10 +6,12 @@
 //! [`resolve::RowResolver`], which decides cell by cell what the reader sees (SPEC.md §13). The
 //! resolver knows nothing of where cells come from, so compaction reuses it.
 
+pub mod filter;
 pub mod merge;
 pub mod query;
 pub mod resolve;
 
+pub use filter::{CompareOp, Filter, FilterEval, RowCheck};
 pub use merge::{HFileCellIter, MergeIter, VecCellIter};
 pub use query::{Cell, Get, Row, Scan, Selection, TimeRange};
 pub use resolve::{resolve_cells, ReadParams, RowResolver, Verdict};

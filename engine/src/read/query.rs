@@ -1,7 +1,7 @@
 //! What a reader asks for ([`Get`], [`Scan`]) and what it gets back ([`Row`], [`Cell`]).
 //!
-//! Shapes follow HBase's client API (ECOSYSTEM.md §3.3). Reversed scans, filters, batching and
-//! snapshots come later: the types are `#[non_exhaustive]` so fields can be added, and are
+//! Shapes follow HBase's client API (ECOSYSTEM.md §3.3). Filters ([`Filter`]) and batching
+//! are here; reversed scans come later: the types are `#[non_exhaustive]` so fields can be added, and are
 //! built through their builder methods.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cellar_format::{CellType, KeyRef};
 
 use crate::error::{Error, Result};
+use crate::read::filter::Filter;
 use crate::types::{SeqNo, Timestamp};
 
 /// A half-open time range `[min, max)` (HBase's TimeRange). The default covers all time.
@@ -136,6 +137,9 @@ pub struct Get {
     pub time_range: TimeRange,
     /// Read at this sequence number (an explicit snapshot's) instead of the latest.
     pub read_point: Option<SeqNo>,
+    /// Applied to the row's resolved cells (see [`crate::read::filter`]); a row it empties is
+    /// `None`.
+    pub filter: Option<Filter>,
 }
 
 impl Get {
@@ -147,7 +151,14 @@ impl Get {
             max_versions: 1,
             time_range: TimeRange::ALL,
             read_point: None,
+            filter: None,
         }
+    }
+
+    /// Filter the row (replaces any earlier filter; combine with [`Filter::And`]).
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// Read all of `family`.
@@ -219,8 +230,13 @@ pub struct Scan {
     pub max_versions: u32,
     /// Only cells in this range.
     pub time_range: TimeRange,
-    /// Most rows returned; `None` is unlimited.
+    /// Most rows returned; `None` is unlimited. A row split by `batch` counts once.
     pub limit: Option<usize>,
+    /// Most cells per returned [`Row`]: a wider row comes back as several chunks with the same
+    /// key, in cell order (HBase's `setBatch`). `None` returns whole rows.
+    pub batch: Option<usize>,
+    /// Applied inside the scan (see [`crate::read::filter`] for which parts act when).
+    pub filter: Option<Filter>,
     /// Return every cell and marker visible at the read point, unresolved (HBase's raw scan).
     pub raw: bool,
     /// Read at this sequence number (an explicit snapshot's) instead of the latest.
@@ -244,6 +260,8 @@ impl Scan {
             max_versions: 1,
             time_range: TimeRange::ALL,
             limit: None,
+            batch: None,
+            filter: None,
             raw: false,
             read_point: None,
         }
@@ -321,6 +339,18 @@ impl Scan {
     /// At most `n` rows.
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
+        self
+    }
+
+    /// At most `n` cells per returned chunk of a row (0 is treated as 1).
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = Some(n.max(1));
+        self
+    }
+
+    /// Filter the scan (replaces any earlier filter; combine with [`Filter::And`]).
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filter = Some(filter);
         self
     }
 

@@ -1,0 +1,611 @@
+//! Scan and Get filters (HBase's filter family), evaluated inside the read path.
+//!
+//! A [`Filter`] is a tree; [`FilterEval`] is its per-read state. Every filter, nested or not,
+//! has one meaning: the set of a row's resolved cells it lets through. Row-key filters let
+//! through all cells of a row or none, cell filters decide cell by cell, [`Filter::And`] is the
+//! intersection and [`Filter::Or`] the union. A row whose set is empty is not returned.
+//!
+//! # Stages (where each filter acts)
+//! 1. **Row key, before any cell of the row is read** ([`FilterEval::check_row`]):
+//!    [`Filter::RowPrefix`], [`Filter::RowRanges`] and [`Filter::Page`] decide here, and so do
+//!    And/Or whenever their row-key parts settle the answer (an And with one failing row-key
+//!    child, an Or whose children all fail). A failing row comes with a *seek hint*, the next
+//!    row that can match, or "no later row can match"; the scan seeks there (one index descent
+//!    per file) instead of reading what lies between, or ends.
+//! 2. **Cells, after version resolution** ([`FilterEval::finish_row`]): [`Filter::ColumnPrefix`],
+//!    [`Filter::Qualifier`], [`Filter::Value`] and [`Filter::Timestamps`] look at each resolved
+//!    cell. As the brief of this engine asks, they see what resolution returns: with
+//!    `max_versions(1)` a `Timestamps([5])` filter matches only when version 5 is the newest
+//!    visible one (HBase runs filters before version counting and would return version 5).
+//! 3. **Row post-check**, on the row's resolved cells: [`Filter::SingleColumnValue`] (the
+//!    newest returned put of its column; the column must be in the read's selection, as in
+//!    HBase), and the And/Or combination of everything.
+//! 4. **Transforms**: [`Filter::FirstKeyOnly`] keeps the first cell of the row that reaches it
+//!    (in an And, the first that passed the children before it); [`Filter::KeyOnly`] empties
+//!    the values of the cells it lets through; [`Filter::Page`] ends the scan once `n` rows
+//!    have been accepted by the whole filter (a Page inside an Or only stops contributing).
+//!
+//! And evaluates its children in order and stops at the first that rejects a cell; Or asks
+//! every child (so each child's state, e.g. FirstKeyOnly's, sees every cell).
+
+use crate::read::query::Cell;
+use cellar_format::CellType;
+
+/// A bytewise comparison (HBase's `CompareOperator` with a `BinaryComparator`): a cell passes
+/// when `actual OP operand` holds in lexicographic byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `actual < operand`.
+    Less,
+    /// `actual <= operand`.
+    LessOrEqual,
+    /// `actual == operand`.
+    Equal,
+    /// `actual != operand`.
+    NotEqual,
+    /// `actual >= operand`.
+    GreaterOrEqual,
+    /// `actual > operand`.
+    Greater,
+}
+
+impl CompareOp {
+    /// True when `actual OP operand`.
+    pub fn matches(self, actual: &[u8], operand: &[u8]) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let ord = actual.cmp(operand);
+        match self {
+            CompareOp::Less => ord == Less,
+            CompareOp::LessOrEqual => ord != Greater,
+            CompareOp::Equal => ord == Equal,
+            CompareOp::NotEqual => ord != Equal,
+            CompareOp::GreaterOrEqual => ord != Less,
+            CompareOp::Greater => ord == Greater,
+        }
+    }
+}
+
+/// A read filter. See the module docs for when each kind acts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Filter {
+    /// Rows whose key starts with the prefix.
+    RowPrefix(Vec<u8>),
+    /// Rows in any of the half-open ranges `[start, stop)` (an empty stop is open), given in
+    /// any order; overlapping ranges merge (HBase's MultiRowRangeFilter).
+    RowRanges(Vec<(Vec<u8>, Vec<u8>)>),
+    /// Cells whose qualifier starts with the prefix.
+    ColumnPrefix(Vec<u8>),
+    /// Cells whose qualifier compares as asked with the operand.
+    Qualifier(CompareOp, Vec<u8>),
+    /// Cells whose value compares as asked with the operand.
+    Value(CompareOp, Vec<u8>),
+    /// Rows whose column `family:qualifier` has a newest returned value comparing as asked;
+    /// a row without the column passes unless `filter_if_missing`.
+    SingleColumnValue {
+        /// Family of the tested column.
+        family: String,
+        /// Qualifier of the tested column.
+        qualifier: Vec<u8>,
+        /// Comparison: the row passes when `value OP operand`.
+        op: CompareOp,
+        /// The operand.
+        value: Vec<u8>,
+        /// Drop rows that lack the column (HBase's `setFilterIfMissing`).
+        filter_if_missing: bool,
+    },
+    /// Cells with one of these timestamps.
+    Timestamps(Vec<u64>),
+    /// At most `n` rows in all.
+    Page(usize),
+    /// The first cell of each row only.
+    FirstKeyOnly,
+    /// Keys only: values come back empty.
+    KeyOnly,
+    /// Cells every child lets through.
+    And(Vec<Filter>),
+    /// Cells any child lets through.
+    Or(Vec<Filter>),
+}
+
+impl Filter {
+    /// `And` of `filters`.
+    pub fn and(filters: impl IntoIterator<Item = Filter>) -> Filter {
+        Filter::And(filters.into_iter().collect())
+    }
+
+    /// `Or` of `filters`.
+    pub fn or(filters: impl IntoIterator<Item = Filter>) -> Filter {
+        Filter::Or(filters.into_iter().collect())
+    }
+}
+
+/// What the row-key stage says of a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowCheck {
+    /// The row may match: read and resolve it.
+    Include,
+    /// The row cannot match, nor can any row before this one (always after the row checked).
+    SeekTo(Vec<u8>),
+    /// Neither this row nor any later one can match: the scan is over.
+    Done,
+}
+
+/// Row-key-stage state of a node for the current row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RowState {
+    /// Every cell of the row passes this node.
+    Pass,
+    /// No cell passes; the next row that can is the hint (`None`: none can).
+    Fail(Option<Vec<u8>>),
+    /// Decided per cell or after the row.
+    Maybe,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    RowPrefix(Vec<u8>),
+    /// Sorted by start, disjoint, non-empty; an empty stop is open.
+    RowRanges(Vec<(Vec<u8>, Vec<u8>)>),
+    ColumnPrefix(Vec<u8>),
+    Qualifier(CompareOp, Vec<u8>),
+    Value(CompareOp, Vec<u8>),
+    Scv {
+        family: String,
+        qualifier: Vec<u8>,
+        op: CompareOp,
+        value: Vec<u8>,
+        filter_if_missing: bool,
+    },
+    /// Sorted, deduplicated.
+    Timestamps(Vec<u64>),
+    Page(usize),
+    FirstKeyOnly {
+        seen: bool,
+    },
+    KeyOnly,
+    And(Vec<Node>),
+    Or(Vec<Node>),
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    kind: Kind,
+    row: RowState,
+}
+
+/// Sort, drop empty ranges and merge overlapping or touching ones.
+fn normalize_ranges(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut rs: Vec<(Vec<u8>, Vec<u8>)> = ranges
+        .iter()
+        .filter(|(start, stop)| stop.is_empty() || start < stop)
+        .cloned()
+        .collect();
+    rs.sort();
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(rs.len());
+    for (start, stop) in rs {
+        if let Some(last) = out.last_mut() {
+            let open = last.1.is_empty();
+            if open || start <= last.1 {
+                if !open && (stop.is_empty() || stop > last.1) {
+                    last.1 = stop;
+                }
+                continue;
+            }
+        }
+        out.push((start, stop));
+    }
+    out
+}
+
+impl Node {
+    fn compile(f: &Filter) -> Node {
+        let kind = match f {
+            Filter::RowPrefix(p) => Kind::RowPrefix(p.clone()),
+            Filter::RowRanges(r) => Kind::RowRanges(normalize_ranges(r)),
+            Filter::ColumnPrefix(p) => Kind::ColumnPrefix(p.clone()),
+            Filter::Qualifier(op, v) => Kind::Qualifier(*op, v.clone()),
+            Filter::Value(op, v) => Kind::Value(*op, v.clone()),
+            Filter::SingleColumnValue {
+                family,
+                qualifier,
+                op,
+                value,
+                filter_if_missing,
+            } => Kind::Scv {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                op: *op,
+                value: value.clone(),
+                filter_if_missing: *filter_if_missing,
+            },
+            Filter::Timestamps(ts) => {
+                let mut ts = ts.clone();
+                ts.sort_unstable();
+                ts.dedup();
+                Kind::Timestamps(ts)
+            }
+            Filter::Page(n) => Kind::Page(*n),
+            Filter::FirstKeyOnly => Kind::FirstKeyOnly { seen: false },
+            Filter::KeyOnly => Kind::KeyOnly,
+            Filter::And(fs) => Kind::And(fs.iter().map(Node::compile).collect()),
+            Filter::Or(fs) => Kind::Or(fs.iter().map(Node::compile).collect()),
+        };
+        Node {
+            kind,
+            row: RowState::Maybe,
+        }
+    }
+
+    /// Row-key stage: set and return this node's state for `row`; `accepted` is the number of
+    /// rows the whole filter has accepted so far (for Page). Also resets per-row state.
+    fn check_row(&mut self, row: &[u8], accepted: usize) -> RowState {
+        let state = match &mut self.kind {
+            Kind::RowPrefix(p) => {
+                if row.starts_with(p) {
+                    RowState::Pass
+                } else if row < p.as_slice() {
+                    RowState::Fail(Some(p.clone()))
+                } else {
+                    // Past every row with the prefix (rows sort bytewise).
+                    RowState::Fail(None)
+                }
+            }
+            Kind::RowRanges(ranges) => {
+                // First range whose stop is after `row` (stops ascend since ranges are
+                // disjoint and sorted; an open stop is last).
+                let i =
+                    ranges.partition_point(|(_, stop)| !stop.is_empty() && stop.as_slice() <= row);
+                match ranges.get(i) {
+                    None => RowState::Fail(None),
+                    Some((start, _)) if start.as_slice() <= row => RowState::Pass,
+                    Some((start, _)) => RowState::Fail(Some(start.clone())),
+                }
+            }
+            Kind::Page(n) => {
+                if accepted < *n {
+                    RowState::Pass
+                } else {
+                    // The count never falls, so no later row passes either.
+                    RowState::Fail(None)
+                }
+            }
+            Kind::KeyOnly => RowState::Pass,
+            Kind::FirstKeyOnly { seen } => {
+                *seen = false;
+                RowState::Maybe
+            }
+            Kind::ColumnPrefix(_)
+            | Kind::Qualifier(..)
+            | Kind::Value(..)
+            | Kind::Timestamps(_)
+            | Kind::Scv { .. } => RowState::Maybe,
+            Kind::And(children) => {
+                let mut all_pass = true;
+                let mut fail: Option<Option<Vec<u8>>> = None;
+                for c in children.iter_mut() {
+                    match c.check_row(row, accepted) {
+                        RowState::Pass => {}
+                        RowState::Maybe => all_pass = false,
+                        RowState::Fail(hint) => {
+                            // Rows before the furthest hint fail that child, so fail the And.
+                            fail = Some(match (fail.take(), hint) {
+                                (None, h) => h,
+                                (Some(None), _) | (Some(_), None) => None,
+                                (Some(Some(a)), Some(b)) => Some(a.max(b)),
+                            });
+                        }
+                    }
+                }
+                match fail {
+                    Some(h) => RowState::Fail(h),
+                    None if all_pass => RowState::Pass,
+                    None => RowState::Maybe,
+                }
+            }
+            Kind::Or(children) => {
+                let mut any_pass = false;
+                let mut all_fail = true;
+                // Nearest hint among failing children; `None` = none can match again.
+                let mut hint: Option<Vec<u8>> = None;
+                for c in children.iter_mut() {
+                    match c.check_row(row, accepted) {
+                        RowState::Pass => {
+                            any_pass = true;
+                            all_fail = false;
+                        }
+                        RowState::Maybe => all_fail = false,
+                        RowState::Fail(h) => {
+                            if let Some(h) = h {
+                                hint = Some(match hint.take() {
+                                    Some(cur) => cur.min(h),
+                                    None => h,
+                                });
+                            }
+                        }
+                    }
+                }
+                if any_pass {
+                    RowState::Pass
+                } else if all_fail && !children.is_empty() {
+                    RowState::Fail(hint)
+                } else if children.is_empty() {
+                    // An empty Or lets nothing through (the union of nothing).
+                    RowState::Fail(None)
+                } else {
+                    RowState::Maybe
+                }
+            }
+        };
+        self.row = state.clone();
+        state
+    }
+
+    /// Row post-stage: settle SingleColumnValue nodes from the row's resolved cells.
+    fn settle(&mut self, cells: &[Cell]) {
+        let settled = match &mut self.kind {
+            Kind::Scv {
+                family,
+                qualifier,
+                op,
+                value,
+                filter_if_missing,
+            } => {
+                // Cells of a column come newest first: the first put is the newest value.
+                let newest = cells.iter().find(|c| {
+                    c.cell_type == CellType::Put && c.family == *family && c.qualifier == *qualifier
+                });
+                let pass = match newest {
+                    Some(c) => op.matches(&c.value, value),
+                    None => !*filter_if_missing,
+                };
+                // The hint is irrelevant here: the row's cells are already read.
+                Some(if pass {
+                    RowState::Pass
+                } else {
+                    RowState::Fail(None)
+                })
+            }
+            Kind::And(children) | Kind::Or(children) => {
+                for c in children.iter_mut() {
+                    c.settle(cells);
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(state) = settled {
+            self.row = state;
+        }
+    }
+
+    /// Cell stage: whether `cell` passes, and whether its value is to be emptied.
+    fn eval(&mut self, cell: &Cell) -> (bool, bool) {
+        let row_pass = self.row == RowState::Pass;
+        match &mut self.kind {
+            Kind::And(children) => {
+                let mut strip = false;
+                for c in children.iter_mut() {
+                    let (pass, s) = c.eval(cell);
+                    if !pass {
+                        return (false, false);
+                    }
+                    strip |= s;
+                }
+                (true, strip)
+            }
+            Kind::Or(children) => {
+                let (mut any, mut strip) = (false, false);
+                for c in children.iter_mut() {
+                    let (pass, s) = c.eval(cell);
+                    if pass {
+                        any = true;
+                        strip |= s;
+                    }
+                }
+                (any, strip)
+            }
+            Kind::KeyOnly => (true, true),
+            Kind::FirstKeyOnly { seen } => {
+                let first = !*seen;
+                *seen = true;
+                (first, false)
+            }
+            Kind::ColumnPrefix(p) => (cell.qualifier.starts_with(p), false),
+            Kind::Qualifier(op, v) => (op.matches(&cell.qualifier, v), false),
+            Kind::Value(op, v) => (op.matches(&cell.value, v), false),
+            Kind::Timestamps(ts) => (ts.binary_search(&cell.timestamp).is_ok(), false),
+            Kind::RowPrefix(_) | Kind::RowRanges(_) | Kind::Page(_) | Kind::Scv { .. } => {
+                (row_pass, false)
+            }
+        }
+    }
+}
+
+/// A filter's evaluation state over one read: call [`FilterEval::check_row`] when a row
+/// starts (before reading its cells) and [`FilterEval::finish_row`] with its resolved cells.
+#[derive(Debug, Clone)]
+pub struct FilterEval {
+    root: Node,
+    /// Rows the filter has accepted (returned non-empty), for Page.
+    accepted: usize,
+}
+
+impl FilterEval {
+    /// Fresh state for `filter`.
+    pub fn new(filter: &Filter) -> Self {
+        FilterEval {
+            root: Node::compile(filter),
+            accepted: 0,
+        }
+    }
+
+    /// Rows accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted
+    }
+
+    /// Row-key stage for a row about to be read.
+    pub fn check_row(&mut self, row: &[u8]) -> RowCheck {
+        match self.root.check_row(row, self.accepted) {
+            RowState::Pass | RowState::Maybe => RowCheck::Include,
+            RowState::Fail(Some(h)) if h.as_slice() > row => RowCheck::SeekTo(h),
+            RowState::Fail(Some(_)) => {
+                // Defensive: a hint must move forward; fall back to the next possible row.
+                let mut next = row.to_vec();
+                next.push(0);
+                RowCheck::SeekTo(next)
+            }
+            RowState::Fail(None) => RowCheck::Done,
+        }
+    }
+
+    /// Cell, post-row and transform stages over the resolved cells of a row that passed
+    /// [`FilterEval::check_row`]: the cells returned (empty when the row is filtered out).
+    pub fn finish_row(&mut self, cells: Vec<Cell>) -> Vec<Cell> {
+        if cells.is_empty() {
+            return cells;
+        }
+        self.root.settle(&cells);
+        let mut out = Vec::with_capacity(cells.len());
+        for mut c in cells {
+            let (pass, strip) = self.root.eval(&c);
+            if pass {
+                if strip {
+                    c.value = Vec::new();
+                }
+                out.push(c);
+            }
+        }
+        if !out.is_empty() {
+            self.accepted += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(q: &str, ts: u64, v: &str) -> Cell {
+        Cell::new("r", "cf", q, ts, CellType::Put, v)
+    }
+
+    #[test]
+    fn compare_ops() {
+        assert!(CompareOp::Less.matches(b"a", b"b"));
+        assert!(!CompareOp::Less.matches(b"b", b"b"));
+        assert!(CompareOp::LessOrEqual.matches(b"b", b"b"));
+        assert!(CompareOp::NotEqual.matches(b"ab", b"a"));
+        assert!(CompareOp::Greater.matches(b"ab", b"a"));
+        assert!(CompareOp::GreaterOrEqual.matches(b"a", b"a"));
+        assert!(CompareOp::Equal.matches(b"", b""));
+    }
+
+    #[test]
+    fn ranges_merge_and_hint() {
+        let f = Filter::RowRanges(vec![
+            (b"m".to_vec(), b"p".to_vec()),
+            (b"c".to_vec(), b"e".to_vec()),
+            (b"d".to_vec(), b"f".to_vec()),
+            (b"x".to_vec(), b"x".to_vec()),
+            (b"f".to_vec(), b"g".to_vec()),
+        ]);
+        let mut e = FilterEval::new(&f);
+        assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"c".to_vec()));
+        assert_eq!(e.check_row(b"f5"), RowCheck::Include);
+        assert_eq!(e.check_row(b"g"), RowCheck::SeekTo(b"m".to_vec()));
+        assert_eq!(e.check_row(b"p"), RowCheck::Done);
+        let open = Filter::RowRanges(vec![
+            (b"k".to_vec(), Vec::new()),
+            (b"b".to_vec(), b"c".to_vec()),
+        ]);
+        let mut e = FilterEval::new(&open);
+        assert_eq!(e.check_row(b"zzz"), RowCheck::Include);
+        assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"k".to_vec()));
+    }
+
+    #[test]
+    fn and_or_row_hints() {
+        let and = Filter::and([
+            Filter::RowPrefix(b"b".to_vec()),
+            Filter::RowRanges(vec![(b"b5".to_vec(), b"b7".to_vec())]),
+        ]);
+        let mut e = FilterEval::new(&and);
+        assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"b5".to_vec()));
+        assert_eq!(e.check_row(b"b6"), RowCheck::Include);
+        assert_eq!(e.check_row(b"b8"), RowCheck::Done);
+        let or = Filter::or([
+            Filter::RowPrefix(b"b".to_vec()),
+            Filter::RowPrefix(b"d".to_vec()),
+        ]);
+        let mut e = FilterEval::new(&or);
+        assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"b".to_vec()));
+        assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"d".to_vec()));
+        assert_eq!(e.check_row(b"e"), RowCheck::Done);
+        // A cell-level child keeps the Or undecided.
+        let or = Filter::or([
+            Filter::RowPrefix(b"b".to_vec()),
+            Filter::Value(CompareOp::Equal, b"x".to_vec()),
+        ]);
+        let mut e = FilterEval::new(&or);
+        assert_eq!(e.check_row(b"z"), RowCheck::Include);
+        let out = e.finish_row(vec![cell("a", 1, "x"), cell("b", 1, "y")]);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn cell_stage_and_transforms() {
+        let f = Filter::and([Filter::ColumnPrefix(b"a".to_vec()), Filter::KeyOnly]);
+        let mut e = FilterEval::new(&f);
+        assert_eq!(e.check_row(b"r"), RowCheck::Include);
+        let out = e.finish_row(vec![cell("a1", 1, "v"), cell("b", 1, "v")]);
+        assert_eq!(out.len(), 1);
+        assert!(out.iter().all(|c| c.value.is_empty()));
+        let mut e = FilterEval::new(&Filter::FirstKeyOnly);
+        e.check_row(b"r");
+        assert_eq!(
+            e.finish_row(vec![cell("a", 1, "v"), cell("b", 1, "v")])
+                .len(),
+            1
+        );
+        e.check_row(b"s");
+        assert_eq!(
+            e.finish_row(vec![cell("a", 1, "v"), cell("b", 1, "v")])
+                .len(),
+            1
+        );
+        let mut e = FilterEval::new(&Filter::Page(1));
+        assert_eq!(e.check_row(b"r"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![cell("a", 1, "v")]).len(), 1);
+        assert_eq!(e.check_row(b"s"), RowCheck::Done);
+    }
+
+    #[test]
+    fn single_column_value() {
+        let scv = |missing| Filter::SingleColumnValue {
+            family: "cf".into(),
+            qualifier: b"s".to_vec(),
+            op: CompareOp::Equal,
+            value: b"on".to_vec(),
+            filter_if_missing: missing,
+        };
+        let mut e = FilterEval::new(&scv(false));
+        e.check_row(b"r");
+        assert_eq!(
+            e.finish_row(vec![cell("a", 1, "v"), cell("s", 2, "on")])
+                .len(),
+            2
+        );
+        e.check_row(b"r2");
+        assert!(e
+            .finish_row(vec![cell("a", 1, "v"), cell("s", 2, "off")])
+            .is_empty());
+        e.check_row(b"r3");
+        assert_eq!(e.finish_row(vec![cell("a", 1, "v")]).len(), 1);
+        let mut e = FilterEval::new(&scv(true));
+        e.check_row(b"r3");
+        assert!(e.finish_row(vec![cell("a", 1, "v")]).is_empty());
+    }
+}
