@@ -264,7 +264,7 @@ impl<'q> Resolvers<'q> {
             };
             out.push(Cell::from_key(key, v)?);
         }
-        if !(r.column_done() && !key.qualifier.is_empty()) {
+        if !r.column_done() || key.qualifier.is_empty() {
             self.overrun = 0;
             return Ok(None);
         }
