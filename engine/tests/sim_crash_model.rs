@@ -15,10 +15,11 @@
 //!
 //! and, across cycles, that a recovered state survives the next power loss.
 //!
-//! Two engine bugs this test found are fixed (the `wal` and `data` directories were never
-//! synced into the database directory; their tests below now pass). One is open: a reopen
-//! refused with "a valid record follows" after `Tear`/`Garble` is counted as `known_bug`
-//! instead of failing (`SIM_STRICT=1` makes it fail; `bug_torn_unsynced_wal_sector_blocks_open`).
+//! Three engine bugs this test found are fixed (the `wal` and `data` directories were never
+//! synced into the database directory, and a torn unsynced WAL sector before an intact later
+//! record blocked the reopen; their tests below now pass). Every failure is fatal: a reopen
+//! refused with "a valid record follows" is no longer tolerated (it used to be counted as
+//! `known_bug` unless `SIM_STRICT=1`).
 //!
 //! Each policy of [`CrashPolicy`] gets its own test. `SIM_SEEDS=N` sets the seeds per policy
 //! (default 60; a failing seed is printed and runs alone with `SIM_SEED=s` — the workload and
@@ -60,16 +61,6 @@ fn run_seed(seed: u64, policy: CrashPolicy, tally: &mut Tally) -> Result<(), Str
         fs = crashed;
         db = match open(fs.clone()) {
             Ok(db) => db,
-            // Known bug (see `bug_torn_unsynced_wal_sector_blocks_open`): out-of-order sector
-            // persistence leaves a damaged unsynced record before an intact one, and replay
-            // calls it corruption. Counted, and fatal only under SIM_STRICT=1.
-            Err(e)
-                if e.to_string().contains("a valid record follows")
-                    && std::env::var_os("SIM_STRICT").is_none() =>
-            {
-                tally.known_bug += 1;
-                return Ok(());
-            }
             Err(e) => return Err(format!("cycle {cycle}: reopen failed: {e}")),
         };
         model.check(&db, true).map_err(|e| {
@@ -224,20 +215,16 @@ fn data_dir_made_by_the_first_flush_survives_power_loss() {
     );
 }
 
-/// BUG (availability): after a power loss that tore an *unsynced* WAL record (one 512-byte
-/// sector inside it not persisted: zeros, as `CrashPolicy::Tear` produces, or garbage, as
-/// `Garble` does) while a later, also unsynced, record's sectors did persist, reopening fails
-/// with `Corruption { .. "a valid record follows" }` (engine/src/wal/reader.rs,
-/// `RecoveryMode::TolerateTornTail` arm: `find_valid_record` after a torn-like error). Disks
-/// persist sectors of one write-back out of order, so this is an ordinary power-loss outcome,
-/// and nothing acknowledged as durable is involved (an fsync would have covered both). The
-/// sweep hits it in about 1 of 20 `Garble` seeds (counted as `known_bug` there).
-/// Fix idea: record in each WAL record header the segment offset known durable when it was
-/// written; a damaged record followed only by records whose durable offset is at or below the
-/// damage is a torn unsynced tail (cut there), otherwise real corruption.
+/// Fixed bug (availability): after a power loss that tore an *unsynced* WAL record (one
+/// 512-byte sector inside it not persisted: zeros, as `CrashPolicy::Tear` produces, or garbage,
+/// as `Garble` does) while a later, also unsynced, record's sectors did persist, reopening
+/// failed with `Corruption { .. "a valid record follows" }`. Disks persist sectors of one
+/// write-back out of order, so this is an ordinary power-loss outcome, and nothing acknowledged
+/// as durable is involved. Every WAL record now carries `synced_upto` (SPEC.md §16.2, §16.6):
+/// the later record's is at or below the damage, so the damage is a torn unsynced tail, cut
+/// there.
 #[test]
-#[ignore = "bug: a torn unsynced WAL record followed by an intact unsynced one blocks open"]
-fn bug_torn_unsynced_wal_sector_blocks_open() {
+fn torn_unsynced_wal_sector_is_a_torn_tail_not_corruption() {
     let fs = SimFs::new();
     let db = open(fs.clone()).unwrap();
     create_table(&db).unwrap();
@@ -250,16 +237,17 @@ fn bug_torn_unsynced_wal_sector_blocks_open() {
         .rfind(|p| p.to_string_lossy().ends_with(".wal"))
         .unwrap();
     let mut bytes = fs.contents(&seg).unwrap();
-    // Walk the records (25-byte header, payload length at 4..8) to find r2's.
+    // Walk the records (33-byte header, payload length at 4..8) to find r2's.
+    const HEADER: usize = cellar::wal::record::WAL_HEADER_LEN;
     let mut recs = Vec::new();
     let mut off = 0usize;
-    while off + 25 <= bytes.len() && bytes[off..off + 25].iter().any(|&b| b != 0) {
+    while off + HEADER <= bytes.len() && bytes[off..off + HEADER].iter().any(|&b| b != 0) {
         let len = u32::from_le_bytes(bytes[off + 4..off + 8].try_into().unwrap()) as usize;
-        recs.push((off, off + 25 + len));
-        off += 25 + len;
+        recs.push((off, off + HEADER + len));
+        off += HEADER + len;
     }
     let (start, end) = *recs.iter().find(|(s, e)| e - s > 2000).unwrap();
-    let sector = (start + 25).div_ceil(512) * 512;
+    let sector = (start + HEADER).div_ceil(512) * 512;
     assert!(sector + 512 <= end);
     bytes[sector..sector + 512].fill(0);
     let crashed = fs.crash(CrashPolicy::DropAll, 0);
@@ -271,4 +259,9 @@ fn bug_torn_unsynced_wal_sector_blocks_open() {
     };
     assert!(visible(&db, "r1"));
     assert!(!visible(&db, "r2"));
+    assert!(
+        !visible(&db, "r3"),
+        "a record after the torn one was delivered"
+    );
+    assert!(db.stats().recovery.torn_tail);
 }

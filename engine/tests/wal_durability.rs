@@ -168,7 +168,7 @@ fn segments_roll_at_size_and_replay_in_order() {
         w.append(&[i as u8; 100], Durability::SyncWal).unwrap();
     }
     let s = w.stats();
-    // 125-byte frames, 32 per 4096-byte segment.
+    // 133-byte frames, 30 per 4096-byte segment.
     assert_eq!(s.current_segment, 7, "{s:?}");
     w.close().unwrap();
     let segs = list_segments(&RealFs, d.path()).unwrap();

@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         use cellar::batch::{encode as encode_batch, Mutation};
         use cellar::manifest::VersionEdit;
-        use cellar::wal::record::encode as encode_record;
+        use cellar::wal::record::{encode_seal, encode_wal as encode_record};
         let batch = encode_batch(&[
             Mutation {
                 family: 1,
@@ -50,18 +50,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ]);
         put("write_batch", "two_mutations", &batch)?;
         let mut rec = Vec::new();
-        encode_record(2, 5, &batch, &mut rec);
+        encode_record(2, 5, 4096, &batch, &mut rec);
         put("wal_record", "batch_record", &rec)?;
+        let mut seal = Vec::new();
+        encode_seal(2, 4096, &mut seal);
+        put("wal_record", "seal", &seal)?;
         // wal_replay takes its first byte as segment 1's length; the rest is segment 2.
+        // Segment 1: an unsynced record, a record written after an fdatasync covered the first,
+        // and the seal of a clean close.
         let mut seg1 = Vec::new();
-        encode_record(1, 1, b"a", &mut seg1);
-        encode_record(1, 2, &batch, &mut seg1);
+        encode_record(1, 1, 0, b"a", &mut seg1);
+        let synced = seg1.len() as u64;
+        encode_record(1, 2, synced, &batch, &mut seg1);
+        let synced = seg1.len() as u64;
+        encode_seal(1, synced, &mut seg1);
         let mut log = vec![u8::try_from(seg1.len())?];
         log.extend_from_slice(&seg1);
         let mut seg2 = Vec::new();
-        encode_record(2, 3, b"b", &mut seg2);
+        encode_record(2, 3, 0, b"b", &mut seg2);
         log.extend_from_slice(&seg2);
         put("wal_replay", "two_segments", &log)?;
+        // One segment: a record, a torn unsynced one (a lost sector), an intact later one.
+        let mut seg = Vec::new();
+        encode_record(2, 1, 0, b"a", &mut seg);
+        let torn_at = seg.len();
+        encode_record(2, 2, 0, &[b'x'; 64], &mut seg);
+        seg[torn_at + 40..torn_at + 60].fill(0);
+        encode_record(2, 3, 0, b"c", &mut seg);
+        let mut log = vec![0u8];
+        log.extend_from_slice(&seg);
+        put("wal_replay", "torn_then_unsynced", &log)?;
         let edit = VersionEdit {
             next_file_number: Some(9),
             last_seq: Some(42),

@@ -8,9 +8,11 @@
 //! bytes `TolerateTornTail` replay ignores), so that a torn write can only ever sit at the end of
 //! the newest segment, the one place replay accepts it.
 //!
-//! **Records** ([`record`]): 25-byte header `checksum u32 | length u32 | kind u8 | segment u64 |
-//! seq u64` (LE) then the payload; masked CRC32C over header bytes 4..25 and the payload. An
-//! all-zero header ends a segment's data (the preallocated tail).
+//! **Records** ([`record`]): 33-byte header `checksum u32 | length u32 | kind u8 | segment u64 |
+//! seq u64 | synced_upto u64` (LE) then the payload; masked CRC32C over header bytes 4..33 and
+//! the payload. `synced_upto` is the segment offset an fdatasync had covered when the record's
+//! group was written; a clean close ends the segment with a SEAL (kind 2, no payload) attesting
+//! its final sync. An all-zero header ends a segment's data (the preallocated tail).
 //!
 //! **Sequence numbers** are assigned by the WAL in `append`, under the queue lock, so file order
 //! equals seq order and seqs strictly increase through the log.
@@ -448,9 +450,11 @@ mod tests {
         // Simulate a torn second record.
         let p = d.path().join(segment_file_name(1));
         let f = crate::fs::FileSystem::open(&RealFs, &p).unwrap();
+        // After "good" and the seal of the clean close.
+        let at = (2 * record::WAL_HEADER_LEN + 4) as u64;
         let mut rec = Vec::new();
-        record::encode(1, 2, b"torn record", &mut rec);
-        f.write_all_at(&rec[..rec.len() - 4], 29).unwrap();
+        record::encode_wal(1, 2, at, b"torn record", &mut rec);
+        f.write_all_at(&rec[..rec.len() - 4], at).unwrap();
         let s = replay(
             &RealFs,
             d.path(),
@@ -459,7 +463,7 @@ mod tests {
             |_, _| Ok(()),
         )
         .unwrap();
-        assert_eq!(s.torn_tail.as_ref().map(|t| t.offset), Some(29));
+        assert_eq!(s.torn_tail.as_ref().map(|t| t.offset), Some(at));
         let w = open(d.path(), WalOptions::default(), 2);
         w.append(b"next", Durability::FsyncWal).unwrap();
         w.close().unwrap();

@@ -7,13 +7,22 @@
 //!
 //! | mode | anomaly in the last segment | anomaly in an earlier segment |
 //! |---|---|---|
-//! | `TolerateTornTail` | end of log, *if* it looks like an interrupted write (truncated, bad checksum, wrong segment number, oversized length) *and* no valid record starts at any later byte of the segment; else `Corruption` | `Corruption` |
+//! | `TolerateTornTail` | end of log, *if* it looks like an interrupted write (truncated, bad checksum, wrong segment number, oversized length) *and* no valid record (or seal) starting at a later byte of the segment has a `synced_upto` above the anomaly's offset; else `Corruption` | `Corruption` |
 //! | `SkipCorrupted` | skip to the next valid record, report the range | same |
 //! | `Strict` | `Corruption` | `Corruption` |
 //!
 //! "Valid record" always means: checksum ok, kind BATCH, the file's segment number, and a seq
 //! above the last good one. The byte-by-byte search only examines offsets whose kind byte is
-//! BATCH, so scanning a zero-filled tail is a single pass.
+//! BATCH or SEAL, so scanning a zero-filled tail is a single pass. A seal is skipped wherever it
+//! is read; it only counts as evidence in the torn-tail decision.
+//!
+//! The torn-tail decision: every record carries `synced_upto`, the segment offset an fdatasync
+//! had covered when its group was written (and a clean close leaves a seal attesting its final
+//! sync). Damage at offset X followed only by records with `synced_upto <= X` lies in bytes no
+//! fdatasync is known to have covered: unsynced pages of one write-back persist in any order,
+//! so such damage before an intact later record is an ordinary power-loss outcome, and
+//! everything from X on was never acknowledged durable. A later record with `synced_upto > X`
+//! proves the damaged bytes had been synced: that is corruption.
 //!
 //! A segment is loaded lazily (1 MiB at first, doubling), so the zero-filled preallocated tail
 //! of a segment is not read unless a damaged record forces a scan to the end of the file.
@@ -21,7 +30,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::record::{self, Decoded, HEADER_LEN};
+use super::record::{self, WalDecoded, WAL_HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem};
 
@@ -254,13 +263,17 @@ fn scan_segment(
     };
     let mut pos = 0usize;
     loop {
-        seg.ensure(pos + HEADER_LEN)?;
-        if let Some(len) = record::peek_length(&seg.data[pos..]) {
-            seg.ensure(pos + HEADER_LEN + len as usize)?;
+        seg.ensure(pos + WAL_HEADER_LEN)?;
+        if let Some(len) = record::peek_wal_length(&seg.data[pos..]) {
+            seg.ensure(pos + WAL_HEADER_LEN + len as usize)?;
         }
-        let (what, torn_like) = match record::decode(&seg.data[pos..], segment) {
-            Ok(Decoded::End) => break,
-            Ok(Decoded::Record(r)) if r.seq > out.last_seq => {
+        let (what, torn_like) = match record::decode_wal(&seg.data[pos..], segment) {
+            Ok(WalDecoded::End) => break,
+            Ok(WalDecoded::Seal { len, .. }) => {
+                pos += len;
+                continue;
+            }
+            Ok(WalDecoded::Record(r)) if r.seq > out.last_seq => {
                 apply(r.seq, r.payload)?;
                 out.last_seq = r.seq;
                 out.records += 1;
@@ -268,7 +281,7 @@ fn scan_segment(
                 pos += r.len;
                 continue;
             }
-            Ok(Decoded::Record(r)) => (
+            Ok(WalDecoded::Record(r)) => (
                 format!("seq {} does not follow seq {}", r.seq, out.last_seq),
                 false,
             ),
@@ -284,21 +297,38 @@ fn scan_segment(
                     return Err(corruption(pos, what));
                 }
                 seg.ensure(usize::MAX)?;
-                if let Some(next) =
-                    record::find_valid_record(&seg.data, pos + 1, segment, out.last_seq)
+                // Every later valid record (or seal), including any that might sit inside
+                // another's payload: all must postdate no fdatasync covering `pos`.
+                let mut from = pos + 1;
+                let mut later = 0u64;
+                while let Some((next, synced_upto)) =
+                    record::find_valid_wal_record(&seg.data, from, segment, out.last_seq)
                 {
-                    return Err(corruption(
-                        pos,
-                        format!("{what}; a valid record follows at offset {next}"),
-                    ));
+                    if synced_upto > pos as u64 {
+                        return Err(corruption(
+                            pos,
+                            format!(
+                                "{what}; a valid record follows at offset {next}, written \
+                                 after an fdatasync had covered the segment up to offset \
+                                 {synced_upto}"
+                            ),
+                        ));
+                    }
+                    later += 1;
+                    from = next + 1;
                 }
+                let what = if later > 0 {
+                    format!("{what}; {later} later unsynced record(s) dropped with it")
+                } else {
+                    what
+                };
                 out.torn = Some((pos as u64, what));
                 break;
             }
             RecoveryMode::SkipCorrupted => {
                 seg.ensure(usize::MAX)?;
-                match record::find_valid_record(&seg.data, pos + 1, segment, out.last_seq) {
-                    Some(next) => {
+                match record::find_valid_wal_record(&seg.data, pos + 1, segment, out.last_seq) {
+                    Some((next, _)) => {
                         out.skipped.push(SkippedRange {
                             segment,
                             start: pos as u64,
@@ -332,7 +362,7 @@ fn scan_segment(
 mod tests {
     use super::*;
     use crate::fs::RealFs;
-    use crate::wal::record::{encode, KIND_OFFSET};
+    use crate::wal::record::{encode_wal as encode, KIND_OFFSET};
 
     /// Segment files assembled by hand: `(number, bytes)`; the zero tail is appended.
     fn write_segments(dir: &Path, segs: &[(u64, Vec<u8>)]) {
@@ -343,12 +373,22 @@ mod tests {
         }
     }
 
+    /// Records as groups written without any fdatasync: `synced_upto` 0.
     fn recs(segment: u64, seqs: impl IntoIterator<Item = u64>) -> Vec<u8> {
         let mut v = Vec::new();
         for s in seqs {
-            encode(segment, s, format!("payload-{s}").as_bytes(), &mut v);
+            encode(segment, s, 0, format!("payload-{s}").as_bytes(), &mut v);
         }
         v
+    }
+
+    /// Append records to the segment bytes `v` as `FsyncWal` groups of one: each record's
+    /// `synced_upto` is its own offset (everything before it was synced).
+    fn push_synced(v: &mut Vec<u8>, segment: u64, seqs: impl IntoIterator<Item = u64>) {
+        for s in seqs {
+            let at = v.len() as u64;
+            encode(segment, s, at, format!("payload-{s}").as_bytes(), v);
+        }
     }
 
     fn run(dir: &Path, mode: RecoveryMode) -> (Result<ReplaySummary>, Vec<u64>) {
@@ -369,7 +409,7 @@ mod tests {
     }
 
     fn frame_len(seq: u64) -> usize {
-        HEADER_LEN + format!("payload-{seq}").len()
+        WAL_HEADER_LEN + format!("payload-{seq}").len()
     }
 
     #[test]
@@ -469,20 +509,133 @@ mod tests {
     #[test]
     fn bad_checksum_at_tail_is_torn_but_mid_log_is_corruption() {
         let mut rec = recs(1, [4]);
-        rec[HEADER_LEN] ^= 0xff;
+        rec[WAL_HEADER_LEN] ^= 0xff;
         let (s, strict) = torn_case(&rec);
         assert!(s.torn_tail.unwrap().what.contains("checksum"));
         assert_eq!(corruption_offset(strict), good_prefix_len());
 
-        // Same damage with a valid record after it: corruption, not a torn tail.
-        let mut tail = rec.clone();
-        tail.extend_from_slice(&recs(1, [5]));
+        // Same damage with a valid record after it that was written once an fdatasync had
+        // covered the damaged bytes: corruption, not a torn tail.
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=3);
-        bytes.extend_from_slice(&tail);
+        bytes.extend_from_slice(&rec);
+        push_synced(&mut bytes, 1, [5]);
         write_segments(d.path(), &[(1, bytes)]);
         let off = corruption_offset(run(d.path(), RecoveryMode::TolerateTornTail).0);
         assert_eq!(off, good_prefix_len());
+    }
+
+    /// Segment: records 1..=3 synced (record 4 is written after their fdatasync), record 4 with
+    /// a damaged sector, then records 5 and 6 with the given `synced_upto`s.
+    fn damaged_then_later(later_synced: [u64; 2]) -> (tempfile::TempDir, u64) {
+        let mut bytes = Vec::new();
+        push_synced(&mut bytes, 1, 1..=3);
+        let damage = bytes.len() as u64;
+        let mut r4 = Vec::new();
+        encode(1, 4, damage, &[b'x'; 600], &mut r4);
+        r4[WAL_HEADER_LEN + 100..WAL_HEADER_LEN + 400].fill(0); // a lost sector
+        bytes.extend_from_slice(&r4);
+        for (seq, synced) in [5, 6].into_iter().zip(later_synced) {
+            encode(
+                1,
+                seq,
+                synced,
+                format!("payload-{seq}").as_bytes(),
+                &mut bytes,
+            );
+        }
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(1, bytes)]);
+        (d, damage)
+    }
+
+    fn run_x(dir: &Path, mode: RecoveryMode) -> (Result<ReplaySummary>, Vec<u64>) {
+        let mut seen = Vec::new();
+        let r = replay(&RealFs, dir, 0, mode, |seq, _| {
+            seen.push(seq);
+            Ok(())
+        });
+        (r, seen)
+    }
+
+    #[test]
+    fn damage_before_later_records_synced_no_further_is_a_torn_tail() {
+        // Records 5 and 6 were framed when only bytes before record 4 were known durable (the
+        // second at exactly the damage offset): no fdatasync covered record 4, so nothing from
+        // it on was acknowledged durable, however intact the later sectors are.
+        let (d, damage) = damaged_then_later([0, 0]);
+        let (r, seen) = run_x(d.path(), RecoveryMode::TolerateTornTail);
+        let t = r.unwrap().torn_tail.unwrap();
+        assert_eq!(seen, vec![1, 2, 3]);
+        assert_eq!((t.segment, t.offset), (1, damage));
+        assert!(t.what.contains("2 later unsynced record(s)"), "{}", t.what);
+        let (d, damage) = damaged_then_later([damage, damage]);
+        let (r, seen) = run_x(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(r.unwrap().torn_tail.unwrap().offset, damage);
+        assert_eq!(seen, vec![1, 2, 3]);
+        // The open path cuts exactly there.
+        let p = d.path().join(segment_file_name(1));
+        let last = inspect_last_segment(&RealFs, &p, 1).unwrap();
+        assert_eq!((last.torn_at, last.last_seq), (Some(damage), 3));
+        // The other modes are unchanged: Strict refuses, SkipCorrupted skips record 4 only.
+        assert_eq!(
+            corruption_offset(run_x(d.path(), RecoveryMode::Strict).0),
+            damage
+        );
+        let (r, seen) = run_x(d.path(), RecoveryMode::SkipCorrupted);
+        assert_eq!(seen, vec![1, 2, 3, 5, 6]);
+        assert_eq!(r.unwrap().skipped.len(), 1);
+    }
+
+    #[test]
+    fn damage_before_a_record_written_after_a_sync_covering_it_is_corruption() {
+        // Record 6 was framed after an fdatasync covered the segment past the damage offset:
+        // the damaged bytes had been durable, so this is corruption, whatever record 5 says.
+        let (_, damage) = damaged_then_later([0, 0]);
+        let (d, _) = damaged_then_later([0, damage + 1]);
+        let (r, seen) = run_x(d.path(), RecoveryMode::TolerateTornTail);
+        let Err(Error::Corruption { offset, what, .. }) = r else {
+            panic!("expected corruption, got {r:?}")
+        };
+        assert_eq!(offset, damage);
+        assert!(what.contains("a valid record follows"), "{what}");
+        assert_eq!(seen, vec![1, 2, 3]);
+        let p = d.path().join(segment_file_name(1));
+        assert!(matches!(
+            inspect_last_segment(&RealFs, &p, 1),
+            Err(Error::Corruption { .. })
+        ));
+    }
+
+    #[test]
+    fn a_seal_after_the_damage_makes_it_corruption_and_is_never_delivered() {
+        // A clean close seals the segment after its final fdatasync.
+        let mut bytes = recs(1, 1..=3);
+        let end = bytes.len() as u64;
+        crate::wal::record::encode_seal(1, end, &mut bytes);
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(1, bytes.clone())]);
+        for mode in [
+            RecoveryMode::Strict,
+            RecoveryMode::TolerateTornTail,
+            RecoveryMode::SkipCorrupted,
+        ] {
+            let (r, seen) = run(d.path(), mode);
+            let s = r.unwrap();
+            assert_eq!(seen, vec![1, 2, 3], "{mode:?}");
+            assert_eq!((s.records, s.bytes), (3, end));
+            assert!(s.torn_tail.is_none() && s.skipped.is_empty());
+        }
+        // Damage in the sealed records (unsynced by their own headers) is corruption.
+        bytes[frame_len(1) + WAL_HEADER_LEN + 2] ^= 0x40;
+        let d = tempfile::tempdir().unwrap();
+        write_segments(d.path(), &[(1, bytes)]);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(corruption_offset(r), frame_len(1) as u64);
+        assert_eq!(seen, vec![1]);
+        let (r, seen) = run(d.path(), RecoveryMode::SkipCorrupted);
+        assert_eq!(seen, vec![1, 3]);
+        assert_eq!(r.unwrap().skipped.len(), 1);
     }
 
     #[test]
@@ -490,8 +643,8 @@ mod tests {
         let mut rec = recs(1, [4]);
         rec[KIND_OFFSET] = 9;
         let sum = {
-            let crc = crc32c::crc32c(&rec[4..HEADER_LEN]);
-            cellar_format::checksum::mask(crc32c::crc32c_append(crc, &rec[HEADER_LEN..]))
+            let crc = crc32c::crc32c(&rec[4..WAL_HEADER_LEN]);
+            cellar_format::checksum::mask(crc32c::crc32c_append(crc, &rec[WAL_HEADER_LEN..]))
         };
         rec[..4].copy_from_slice(&sum.to_le_bytes());
         let d = tempfile::tempdir().unwrap();
@@ -508,7 +661,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=2);
         let at = bytes.len();
-        bytes.extend_from_slice(&recs(1, 3..=5));
+        push_synced(&mut bytes, 1, 3..=5);
         bytes[at + 4..at + 8].copy_from_slice(&(1u32 << 27).to_le_bytes());
         write_segments(d.path(), &[(1, bytes)]);
         let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
@@ -527,7 +680,7 @@ mod tests {
     fn zero_tail_ends_segment_in_all_modes() {
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=3);
-        bytes.extend_from_slice(&[0u8; HEADER_LEN]);
+        bytes.extend_from_slice(&[0u8; WAL_HEADER_LEN]);
         // Anything after a zero header is not part of the log.
         bytes.extend_from_slice(&recs(1, [4]));
         write_segments(d.path(), &[(1, bytes), (2, recs(2, [5]))]);
@@ -620,12 +773,12 @@ mod tests {
         let mut bytes = recs(1, 1..=2);
         let bad1 = bytes.len();
         bytes.extend_from_slice(b"garbage-garbage");
-        bytes.extend_from_slice(&recs(1, 3..=4));
+        push_synced(&mut bytes, 1, 3..=4);
         let bad2 = bytes.len();
         let mut r5 = recs(1, [5]);
-        r5[HEADER_LEN + 1] ^= 1;
+        r5[WAL_HEADER_LEN + 1] ^= 1;
         bytes.extend_from_slice(&r5);
-        bytes.extend_from_slice(&recs(1, [6]));
+        push_synced(&mut bytes, 1, [6]);
         let bad3 = bytes.len();
         bytes.extend_from_slice(b"\x01\x02torn");
         write_segments(d.path(), &[(1, bytes), (2, recs(2, [7]))]);
@@ -677,7 +830,7 @@ mod tests {
         let mut bytes = Vec::new();
         let big = vec![b'x'; 300_000];
         for s in 1..=8u64 {
-            encode(1, s, &big, &mut bytes);
+            encode(1, s, 0, &big, &mut bytes);
         }
         write_segments(d.path(), &[(1, bytes)]);
         let mut n = 0;

@@ -1,19 +1,32 @@
-//! WAL record framing. Pure functions over byte slices, no I/O, so the decoder can be fuzzed.
+//! Record framing of the WAL (SPEC.md §16.2) and of the manifest (§17.2). Pure functions over
+//! byte slices, no I/O, so the decoders can be fuzzed.
 //!
-//! Layout (SPEC.md §16.2; all integers little-endian, §2.1):
+//! WAL records (all integers little-endian, §2.1):
 //!
 //! ```text
 //! offset  size  field
-//!      0     4  checksum  mask(crc32c(bytes 4..25 of the header ‖ payload))
-//!      4     4  length    payload length, at most MAX_PAYLOAD
-//!      8     1  kind      1 = BATCH; every other value is corrupt
-//!      9     8  segment   number of the segment file the record was written into
-//!     17     8  seq       sequence number assigned by the WAL
-//!     25     n  payload   opaque bytes
+//!      0     4  checksum     mask(crc32c(bytes 4..33 of the header ‖ payload))
+//!      4     4  length       payload length, at most MAX_PAYLOAD
+//!      8     1  kind         1 = BATCH, 2 = SEAL; every other value is corrupt
+//!      9     8  segment      number of the segment file the record was written into
+//!     17     8  seq          sequence number assigned by the WAL (0 in a SEAL)
+//!     25     8  synced_upto  offset in this segment up to which an fdatasync had completed
+//!                            before the record's group was written (0 if none yet)
+//!     33     n  payload      opaque bytes (none in a SEAL)
 //! ```
 //!
-//! A header of 25 zero bytes (or a zero-filled remainder shorter than a header) marks the end
-//! of written data: segments are preallocated, so the unwritten tail reads as zeros. A zero
+//! `synced_upto` lets replay tell a torn *unsynced* write followed by a later unsynced record
+//! that did persist (pages of one write-back persist in any order) from damage to bytes an
+//! fdatasync had covered. A SEAL is a payload-less record that a clean close writes, and syncs,
+//! after its final fdatasync, so that the last sync of a segment is attested even though no
+//! record follows it.
+//!
+//! Manifest records ([`encode`], [`decode`], [`HEADER_LEN`]) use the same framing without
+//! `synced_upto` (a 25-byte header, checksum over bytes 4..25) and only kind BATCH: every
+//! manifest append is fdatasynced before the next one, so there is nothing to attest.
+//!
+//! A header of zero bytes (or a zero-filled remainder shorter than a header) marks the end of
+//! written data: WAL segments are preallocated, so the unwritten tail reads as zeros. A zero
 //! header can never be a record because kind 0 is not a valid kind.
 //!
 //! The segment number inside every record makes a record that is intact but sits in the wrong
@@ -21,18 +34,45 @@
 
 use cellar_format::checksum::{mask, unmask};
 
-/// Bytes of a record header.
+/// Bytes of a WAL record header.
+pub const WAL_HEADER_LEN: usize = 33;
+/// Bytes of a manifest record header (the WAL header without `synced_upto`).
 pub const HEADER_LEN: usize = 25;
 /// Largest payload a record may carry; a larger length field is corrupt. Checked before any
 /// allocation or slicing so a damaged length cannot make a reader allocate gigabytes.
 pub const MAX_PAYLOAD: u32 = 256 << 20;
-/// The only record kind defined: an opaque write batch.
+/// Record kind of an opaque write batch (WAL) or version edit (manifest).
 pub const KIND_BATCH: u8 = 1;
+/// WAL record kind of a seal: no payload, seq 0, `synced_upto` = its own offset, written and
+/// synced after the final fdatasync of a clean close. Never delivered by replay.
+pub const KIND_SEAL: u8 = 2;
 
 /// Offset of the kind byte inside a header; the corruption scanner searches for it.
 pub(crate) const KIND_OFFSET: usize = 8;
 
-/// A successfully decoded record, borrowing its payload from the input.
+/// The two header layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// 25 bytes, kind BATCH only.
+    Manifest,
+    /// 33 bytes with `synced_upto`, kinds BATCH and SEAL.
+    Wal,
+}
+
+impl Layout {
+    const fn header_len(self) -> usize {
+        match self {
+            Layout::Manifest => HEADER_LEN,
+            Layout::Wal => WAL_HEADER_LEN,
+        }
+    }
+
+    fn kind_ok(self, kind: u8) -> bool {
+        kind == KIND_BATCH || (self == Layout::Wal && kind == KIND_SEAL)
+    }
+}
+
+/// A successfully decoded manifest record, borrowing its payload from the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record<'a> {
     /// Sequence number.
@@ -52,10 +92,39 @@ pub enum Decoded<'a> {
     End,
 }
 
+/// A successfully decoded WAL BATCH record, borrowing its payload from the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalRecord<'a> {
+    /// Sequence number.
+    pub seq: u64,
+    /// Segment offset an fdatasync had covered when the record's group was written.
+    pub synced_upto: u64,
+    /// Payload bytes.
+    pub payload: &'a [u8],
+    /// Bytes the record occupies (header + payload).
+    pub len: usize,
+}
+
+/// What [`decode_wal`] found at the start of its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalDecoded<'a> {
+    /// A valid BATCH record (checksum, kind and segment verified; the caller checks seq order).
+    Record(WalRecord<'a>),
+    /// A valid SEAL: bytes of the segment up to `synced_upto` were durable. Not part of the log.
+    Seal {
+        /// The attested durable offset.
+        synced_upto: u64,
+        /// Bytes the seal occupies.
+        len: usize,
+    },
+    /// The end of written data: an all-zero header, a zero-filled short remainder, or no bytes.
+    End,
+}
+
 /// Why the bytes at a position are not a valid record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordError {
-    /// Fewer than [`HEADER_LEN`] bytes remain and they are not all zero.
+    /// Fewer bytes than a header remain and they are not all zero.
     TruncatedHeader {
         /// Bytes available.
         available: usize,
@@ -79,8 +148,10 @@ pub enum RecordError {
         /// Computed CRC.
         computed: u32,
     },
-    /// The checksum matches but the kind is not [`KIND_BATCH`].
+    /// The checksum matches but the kind is not valid for the file.
     BadKind(u8),
+    /// The checksum matches, the kind is [`KIND_SEAL`], but the seal has a payload or a seq.
+    BadSeal,
     /// The checksum matches but the record names another segment.
     WrongSegment {
         /// Segment number in the record.
@@ -93,9 +164,9 @@ pub enum RecordError {
 impl RecordError {
     /// Whether this damage is what an interrupted write leaves behind (bytes missing or not
     /// yet persisted), as opposed to a record that was completely and validly written but is
-    /// wrong (bad kind), which no crash can produce.
+    /// wrong (bad kind, malformed seal), which no crash can produce.
     pub fn could_be_torn_write(&self) -> bool {
-        !matches!(self, RecordError::BadKind(_))
+        !matches!(self, RecordError::BadKind(_) | RecordError::BadSeal)
     }
 }
 
@@ -103,10 +174,7 @@ impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RecordError::TruncatedHeader { available } => {
-                write!(
-                    f,
-                    "truncated record header ({available} of {HEADER_LEN} bytes)"
-                )
+                write!(f, "truncated record header ({available} bytes)")
             }
             RecordError::Oversized { length } => {
                 write!(
@@ -123,6 +191,7 @@ impl std::fmt::Display for RecordError {
                 "record checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
             ),
             RecordError::BadKind(k) => write!(f, "unknown record kind {k}"),
+            RecordError::BadSeal => write!(f, "seal record with a payload or a seq"),
             RecordError::WrongSegment { found, expected } => write!(
                 f,
                 "record belongs to segment {found}, found in segment {expected}"
@@ -131,76 +200,147 @@ impl std::fmt::Display for RecordError {
     }
 }
 
-fn header_fields(h: &[u8]) -> (u32, u32, u8, u64, u64) {
-    let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-    let u64_at = |o: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&h[o..o + 8]);
-        u64::from_le_bytes(b)
-    };
-    (u32_at(0), u32_at(4), h[8], u64_at(9), u64_at(17))
+fn u32_at(h: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
 }
 
-/// The stored checksum of a record: covers header bytes 4..25 and the payload.
+fn u64_at(h: &[u8], o: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h[o..o + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// The stored checksum of a record: covers the header after the checksum, and the payload.
 fn checksum(header_tail: &[u8], payload: &[u8]) -> u32 {
     let crc = crc32c::crc32c(header_tail);
     mask(crc32c::crc32c_append(crc, payload))
 }
 
-/// Append the framed record to `out`.
-///
-/// The caller guarantees `payload.len() <= MAX_PAYLOAD` (the WAL checks it at `append`).
-pub fn encode(segment: u64, seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+fn encode_with(
+    layout: Layout,
+    kind: u8,
+    segment: u64,
+    seq: u64,
+    synced_upto: u64,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     debug_assert!(payload.len() <= MAX_PAYLOAD as usize);
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.push(KIND_BATCH);
+    out.push(kind);
     out.extend_from_slice(&segment.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
-    let sum = checksum(&out[start + 4..start + HEADER_LEN], payload);
+    if layout == Layout::Wal {
+        out.extend_from_slice(&synced_upto.to_le_bytes());
+    }
+    let end = start + layout.header_len();
+    let sum = checksum(&out[start + 4..end], payload);
     out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
     out.extend_from_slice(payload);
 }
 
-/// Framed size of a record with `payload_len` bytes of payload.
+/// Append the framed WAL BATCH record to `out`. `synced_upto` is the offset of segment
+/// `segment` up to which an fdatasync had completed before the record's group is written.
+///
+/// The caller guarantees `payload.len() <= MAX_PAYLOAD` (the WAL checks it at `append`).
+pub fn encode_wal(segment: u64, seq: u64, synced_upto: u64, payload: &[u8], out: &mut Vec<u8>) {
+    encode_with(
+        Layout::Wal,
+        KIND_BATCH,
+        segment,
+        seq,
+        synced_upto,
+        payload,
+        out,
+    );
+}
+
+/// Append a WAL SEAL of segment `segment` attesting that its bytes up to `synced_upto` are
+/// durable.
+pub fn encode_seal(segment: u64, synced_upto: u64, out: &mut Vec<u8>) {
+    encode_with(Layout::Wal, KIND_SEAL, segment, 0, synced_upto, &[], out);
+}
+
+/// Append the framed manifest record to `out` (file number `segment`).
+///
+/// The caller guarantees `payload.len() <= MAX_PAYLOAD`.
+pub fn encode(segment: u64, seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+    encode_with(Layout::Manifest, KIND_BATCH, segment, seq, 0, payload, out);
+}
+
+/// Framed size of a WAL record with `payload_len` bytes of payload.
+pub fn wal_framed_len(payload_len: usize) -> usize {
+    WAL_HEADER_LEN + payload_len
+}
+
+/// Framed size of a manifest record with `payload_len` bytes of payload.
 pub fn framed_len(payload_len: usize) -> usize {
     HEADER_LEN + payload_len
 }
 
-/// The payload length a header announces, if `buf` holds a whole header whose length field is
-/// in range. Lets a lazy reader know how many bytes to load before calling [`decode`].
-pub fn peek_length(buf: &[u8]) -> Option<u32> {
-    let h = buf.get(..HEADER_LEN)?;
-    let (_, length, ..) = header_fields(h);
+fn peek_length_with(layout: Layout, buf: &[u8]) -> Option<u32> {
+    let h = buf.get(..layout.header_len())?;
+    let length = u32_at(h, 4);
     (length <= MAX_PAYLOAD).then_some(length)
 }
 
-/// Decode the record at the start of `buf`, which is the data of segment `segment` from the
-/// record's offset up to the end of the file (or of what has been loaded).
-pub fn decode(buf: &[u8], segment: u64) -> Result<Decoded<'_>, RecordError> {
-    if buf.len() < HEADER_LEN {
+/// The payload length a WAL header announces, if `buf` holds a whole header whose length field
+/// is in range. Lets a lazy reader know how many bytes to load before calling [`decode_wal`].
+pub fn peek_wal_length(buf: &[u8]) -> Option<u32> {
+    peek_length_with(Layout::Wal, buf)
+}
+
+/// [`peek_wal_length`] for a manifest record.
+pub fn peek_length(buf: &[u8]) -> Option<u32> {
+    peek_length_with(Layout::Manifest, buf)
+}
+
+/// A record whose checksum, kind and segment were verified.
+struct Checked<'a> {
+    kind: u8,
+    seq: u64,
+    synced_upto: u64,
+    payload: &'a [u8],
+    len: usize,
+}
+
+/// `Ok(None)` is the end of written data.
+fn decode_with(
+    layout: Layout,
+    buf: &[u8],
+    segment: u64,
+) -> Result<Option<Checked<'_>>, RecordError> {
+    let hl = layout.header_len();
+    if buf.len() < hl {
         return if buf.iter().all(|&b| b == 0) {
-            Ok(Decoded::End)
+            Ok(None)
         } else {
             Err(RecordError::TruncatedHeader {
                 available: buf.len(),
             })
         };
     }
-    let header = &buf[..HEADER_LEN];
+    let header = &buf[..hl];
     if header.iter().all(|&b| b == 0) {
-        return Ok(Decoded::End);
+        return Ok(None);
     }
-    let (stored, length, kind, rec_segment, seq) = header_fields(header);
+    let (stored, length, kind) = (u32_at(header, 0), u32_at(header, 4), header[KIND_OFFSET]);
+    let (rec_segment, seq) = (u64_at(header, 9), u64_at(header, 17));
+    let synced_upto = if layout == Layout::Wal {
+        u64_at(header, 25)
+    } else {
+        0
+    };
     if length > MAX_PAYLOAD {
         return Err(RecordError::Oversized { length });
     }
-    let available = buf.len() - HEADER_LEN;
+    let available = buf.len() - hl;
     if length as usize > available {
         return Err(RecordError::TruncatedPayload { length, available });
     }
-    let payload = &buf[HEADER_LEN..HEADER_LEN + length as usize];
+    let payload = &buf[hl..hl + length as usize];
     let computed = checksum(&header[4..], payload);
     if computed != stored {
         return Err(RecordError::BadChecksum {
@@ -210,8 +350,11 @@ pub fn decode(buf: &[u8], segment: u64) -> Result<Decoded<'_>, RecordError> {
     }
     // Kind and segment are checked after the checksum: with a good checksum these are bytes
     // the writer really produced, so they mean a foreign or stale record, not random damage.
-    if kind != KIND_BATCH {
+    if !layout.kind_ok(kind) {
         return Err(RecordError::BadKind(kind));
+    }
+    if kind == KIND_SEAL && (length != 0 || seq != 0) {
+        return Err(RecordError::BadSeal);
     }
     if rec_segment != segment {
         return Err(RecordError::WrongSegment {
@@ -219,47 +362,106 @@ pub fn decode(buf: &[u8], segment: u64) -> Result<Decoded<'_>, RecordError> {
             expected: segment,
         });
     }
-    Ok(Decoded::Record(Record {
+    Ok(Some(Checked {
+        kind,
         seq,
+        synced_upto,
         payload,
-        len: HEADER_LEN + length as usize,
+        len: hl + length as usize,
     }))
 }
 
-/// Whether a valid record of `segment` with a seq above `after` starts at `buf[0]`. Cheap
-/// rejections (kind, segment) come before the checksum so scanning a damaged region byte by
-/// byte stays fast.
-pub(crate) fn is_valid_record_start(buf: &[u8], segment: u64, after: u64) -> bool {
-    if buf.len() < HEADER_LEN
-        || buf[KIND_OFFSET] != KIND_BATCH
-        || buf[9..17] != segment.to_le_bytes()
-    {
-        return false;
-    }
-    matches!(decode(buf, segment), Ok(Decoded::Record(r)) if r.seq > after)
+/// Decode the WAL record at the start of `buf`, which is the data of segment `segment` from
+/// the record's offset up to the end of the file (or of what has been loaded).
+pub fn decode_wal(buf: &[u8], segment: u64) -> Result<WalDecoded<'_>, RecordError> {
+    Ok(match decode_with(Layout::Wal, buf, segment)? {
+        None => WalDecoded::End,
+        Some(c) if c.kind == KIND_SEAL => WalDecoded::Seal {
+            synced_upto: c.synced_upto,
+            len: c.len,
+        },
+        Some(c) => WalDecoded::Record(WalRecord {
+            seq: c.seq,
+            synced_upto: c.synced_upto,
+            payload: c.payload,
+            len: c.len,
+        }),
+    })
 }
 
-/// The first offset `>= from` in `data` where a valid record of `segment` with a seq above
-/// `after` starts. Only offsets whose kind byte is BATCH are candidates, which skips zero-filled
-/// regions in a single memchr-like pass.
+/// Decode the manifest record at the start of `buf`, which is the data of manifest `segment`
+/// from the record's offset up to the end of the file.
+pub fn decode(buf: &[u8], segment: u64) -> Result<Decoded<'_>, RecordError> {
+    Ok(match decode_with(Layout::Manifest, buf, segment)? {
+        None => Decoded::End,
+        Some(c) => Decoded::Record(Record {
+            seq: c.seq,
+            payload: c.payload,
+            len: c.len,
+        }),
+    })
+}
+
+/// If a valid record of `segment` with a seq above `after` (or, in the WAL, a valid seal)
+/// starts at `buf[0]`: its `synced_upto` (0 in the manifest). Cheap rejections (kind, segment)
+/// come before the checksum so scanning a damaged region byte by byte stays fast.
+fn valid_start(layout: Layout, buf: &[u8], segment: u64, after: u64) -> Option<u64> {
+    if buf.len() < layout.header_len()
+        || !layout.kind_ok(buf[KIND_OFFSET])
+        || buf[9..17] != segment.to_le_bytes()
+    {
+        return None;
+    }
+    match decode_with(layout, buf, segment) {
+        Ok(Some(c)) if c.kind == KIND_SEAL || c.seq > after => Some(c.synced_upto),
+        _ => None,
+    }
+}
+
+/// The first offset `>= from` in `data` where a valid record starts, with its `synced_upto`.
+/// Only offsets whose kind byte is a valid kind are candidates, which skips zero-filled regions
+/// in a single memchr-like pass.
+fn find_with(
+    layout: Layout,
+    data: &[u8],
+    from: usize,
+    segment: u64,
+    after: u64,
+) -> Option<(usize, u64)> {
+    let mut p = from;
+    while p + layout.header_len() <= data.len() {
+        let rel = data[p + KIND_OFFSET..]
+            .iter()
+            .position(|&b| layout.kind_ok(b))?;
+        p += rel;
+        if let Some(synced_upto) = valid_start(layout, &data[p..], segment, after) {
+            return Some((p, synced_upto));
+        }
+        p += 1;
+    }
+    None
+}
+
+/// The first offset `>= from` in WAL segment data where a valid BATCH record of `segment` with
+/// a seq above `after`, or a valid seal of `segment`, starts, with its `synced_upto`.
+pub(crate) fn find_valid_wal_record(
+    data: &[u8],
+    from: usize,
+    segment: u64,
+    after: u64,
+) -> Option<(usize, u64)> {
+    find_with(Layout::Wal, data, from, segment, after)
+}
+
+/// The first offset `>= from` in manifest data where a valid record of manifest `segment` with
+/// a seq above `after` starts.
 pub(crate) fn find_valid_record(
     data: &[u8],
     from: usize,
     segment: u64,
     after: u64,
 ) -> Option<usize> {
-    let mut p = from;
-    while p + HEADER_LEN <= data.len() {
-        let rel = data[p + KIND_OFFSET..]
-            .iter()
-            .position(|&b| b == KIND_BATCH)?;
-        p += rel;
-        if is_valid_record_start(&data[p..], segment, after) {
-            return Some(p);
-        }
-        p += 1;
-    }
-    None
+    find_with(Layout::Manifest, data, from, segment, after).map(|(p, _)| p)
 }
 
 #[cfg(test)]
@@ -276,9 +478,9 @@ mod tests {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    /// The worked example of the WAL section of SPEC.md; change both together.
+    /// The manifest framing (SPEC.md §17.2): the WAL framing without `synced_upto`.
     #[test]
-    fn worked_example_bytes() {
+    fn manifest_record_bytes() {
         let rec = one(1, 1, b"hello");
         assert_eq!(rec.len(), 30);
         assert_eq!(
@@ -405,8 +607,8 @@ mod tests {
                 expected: 4
             })
         );
-        assert!(!is_valid_record_start(&rec, 4, 0));
-        assert!(is_valid_record_start(&rec, 3, 0));
+        assert_eq!(valid_start(Layout::Manifest, &rec, 4, 0), None);
+        assert_eq!(valid_start(Layout::Manifest, &rec, 3, 0), Some(0));
     }
 
     #[test]
@@ -459,6 +661,154 @@ mod tests {
             let cut = rng.random_range(0..=b.len());
             let _ = decode(&b[..cut], 1);
             let _ = find_valid_record(&b[..cut], 0, 1, 0);
+        }
+    }
+
+    fn wal_one(segment: u64, seq: u64, synced_upto: u64, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_wal(segment, seq, synced_upto, payload, &mut v);
+        v
+    }
+
+    /// The worked example of the WAL section of SPEC.md (§16.2); change both together.
+    #[test]
+    fn worked_example_bytes() {
+        let rec = wal_one(1, 1, 0, b"hello");
+        assert_eq!(rec.len(), 38);
+        assert_eq!(
+            hex(&rec),
+            concat!(
+                "0abe5945",         // checksum
+                "05000000",         // length 5
+                "01",               // kind BATCH
+                "0100000000000000", // segment 1
+                "0100000000000000", // seq 1
+                "0000000000000000", // synced_upto 0
+                "68656c6c6f",       // "hello"
+            )
+        );
+        match decode_wal(&rec, 1).unwrap() {
+            WalDecoded::Record(r) => {
+                assert_eq!((r.seq, r.synced_upto), (1, 0));
+                assert_eq!(r.payload, b"hello");
+                assert_eq!(r.len, 38);
+            }
+            other => panic!("expected a record, got {other:?}"),
+        }
+        // The seal a clean close would write right after it (SPEC.md §16.2).
+        let mut seal = Vec::new();
+        encode_seal(1, 38, &mut seal);
+        assert_eq!(
+            hex(&seal),
+            concat!(
+                "5312efd6",         // checksum
+                "00000000",         // length 0
+                "02",               // kind SEAL
+                "0100000000000000", // segment 1
+                "0000000000000000", // seq 0
+                "2600000000000000", // synced_upto 38
+            )
+        );
+        // The two layouts never accept each other's records.
+        assert!(decode(&rec, 1).is_err());
+        assert!(decode_wal(&one(1, 1, b"hello"), 1).is_err());
+    }
+
+    #[test]
+    fn wal_round_trip_and_synced_upto_is_checksummed() {
+        for payload in [&b""[..], b"x", &[7u8; 1000]] {
+            let mut buf = wal_one(9, 42, 0x1234_5678_9abc, payload);
+            buf.extend_from_slice(&[0u8; WAL_HEADER_LEN]);
+            assert_eq!(peek_wal_length(&buf), Some(payload.len() as u32));
+            let WalDecoded::Record(r) = decode_wal(&buf, 9).unwrap() else {
+                panic!("no record")
+            };
+            assert_eq!(
+                (r.seq, r.synced_upto, r.payload, r.len),
+                (42, 0x1234_5678_9abc, payload, wal_framed_len(payload.len()))
+            );
+            assert_eq!(decode_wal(&buf[r.len..], 9).unwrap(), WalDecoded::End);
+        }
+        let mut rec = wal_one(4, 8, 100, b"p");
+        rec[26] ^= 1;
+        assert!(matches!(
+            decode_wal(&rec, 4),
+            Err(RecordError::BadChecksum { .. })
+        ));
+        for cut in 1..WAL_HEADER_LEN {
+            assert_eq!(
+                decode_wal(&rec[..cut], 4),
+                Err(RecordError::TruncatedHeader { available: cut })
+            );
+        }
+        assert_eq!(
+            decode_wal(&[0u8; WAL_HEADER_LEN - 1], 4),
+            Ok(WalDecoded::End)
+        );
+    }
+
+    #[test]
+    fn seal_decodes_and_malformed_seals_are_not_torn() {
+        let mut seal = Vec::new();
+        encode_seal(3, 4096, &mut seal);
+        assert_eq!(seal.len(), WAL_HEADER_LEN);
+        assert_eq!(
+            decode_wal(&seal, 3),
+            Ok(WalDecoded::Seal {
+                synced_upto: 4096,
+                len: WAL_HEADER_LEN
+            })
+        );
+        assert!(matches!(
+            decode_wal(&seal, 4),
+            Err(RecordError::WrongSegment { .. })
+        ));
+        // A well-checksummed kind-2 record with a seq or a payload is not something a writer
+        // makes; nor is a kind-2 record in a manifest.
+        for (seq, payload) in [(1u64, &b""[..]), (0, b"x")] {
+            let mut bad = Vec::new();
+            encode_with(Layout::Wal, KIND_SEAL, 3, seq, 4096, payload, &mut bad);
+            assert_eq!(decode_wal(&bad, 3), Err(RecordError::BadSeal));
+        }
+        assert!(!RecordError::BadSeal.could_be_torn_write());
+        let mut m = Vec::new();
+        encode_with(Layout::Manifest, KIND_SEAL, 3, 0, 0, &[], &mut m);
+        assert_eq!(decode(&m, 3), Err(RecordError::BadKind(KIND_SEAL)));
+    }
+
+    #[test]
+    fn wal_scanner_reports_synced_upto_and_finds_seals() {
+        let mut data = vec![0xabu8; 13];
+        let at = data.len();
+        encode_wal(2, 10, 7, b"abc", &mut data);
+        data.extend_from_slice(&[1u8; 40]);
+        assert_eq!(find_valid_wal_record(&data, 0, 2, 0), Some((at, 7)));
+        assert_eq!(find_valid_wal_record(&data, 0, 2, 10), None);
+        assert_eq!(find_valid_wal_record(&data, 0, 3, 0), None);
+        // A seal is found whatever `after` is.
+        let seal_at = data.len();
+        encode_seal(2, 99, &mut data);
+        assert_eq!(find_valid_wal_record(&data, 0, 2, 10), Some((seal_at, 99)));
+        // The manifest scanner sees neither.
+        assert_eq!(find_valid_record(&data, 0, 2, 0), None);
+    }
+
+    #[test]
+    fn wal_decoder_never_panics_on_arbitrary_bytes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+        let mut base = wal_one(1, 1, 0, b"some payload bytes");
+        encode_seal(1, 51, &mut base);
+        for _ in 0..20_000 {
+            let mut b = base.clone();
+            let n = rng.random_range(0..4);
+            for _ in 0..n {
+                let i = rng.random_range(0..b.len());
+                b[i] = rng.random();
+            }
+            let cut = rng.random_range(0..=b.len());
+            let _ = decode_wal(&b[..cut], 1);
+            let _ = find_valid_wal_record(&b[..cut], 0, 1, 0);
         }
     }
 }

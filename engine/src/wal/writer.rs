@@ -12,6 +12,11 @@
 //! (an fsync acknowledgement in the new segment never depends on an unsynced older one), and it
 //! guarantees that only the newest segment can ever end in a torn write, which is what lets
 //! replay accept a torn tail in the last segment only.
+//!
+//! Every record carries `synced_upto`: the offset of its segment up to which an fdatasync had
+//! completed when its group was framed ([`Segment::synced`]; 0 in a fresh segment). After the
+//! final fdatasync of a clean close, a SEAL attests that offset when no record does yet, so
+//! replay can tell damage to synced bytes from a torn unsynced write (see `reader`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -20,7 +25,7 @@ use std::sync::Arc;
 use super::commit::{Batch, Item, Shared};
 use super::device::WalDevice;
 use super::reader::segment_file_name;
-use super::record::{encode, framed_len};
+use super::record::{encode_seal, encode_wal, wal_framed_len};
 use super::StatsInner;
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem, SharedFs};
@@ -36,6 +41,10 @@ pub(crate) struct Segment {
     pub offset: u64,
     /// Whether bytes were written since the last fdatasync.
     pub dirty: bool,
+    /// Offset up to which an fdatasync has completed: the `synced_upto` of the next group.
+    pub synced: u64,
+    /// The highest `synced_upto` written into the segment so far.
+    pub attested: u64,
 }
 
 /// Create segment `number`, preallocate it and make its directory entry durable, so that no
@@ -63,6 +72,8 @@ pub(crate) fn create_segment(
         file,
         offset: 0,
         dirty: false,
+        synced: 0,
+        attested: 0,
     })
 }
 
@@ -105,6 +116,38 @@ impl Writer {
                 self.shared.poison(e.to_string());
             }
         }
+        // Closing: everything was written and synced by the last batch.
+        if self.shared.poison_reason().is_none() {
+            self.seal();
+        }
+    }
+
+    /// Attest the segment's final fdatasync with a synced SEAL, unless a record already does.
+    /// Not needed for durability (the data is synced), so a failure only warns: what fails is
+    /// a write past the synced data, which stays as it is.
+    fn seal(&mut self) {
+        if self.seg.dirty || self.seg.synced <= self.seg.attested {
+            return;
+        }
+        self.buf.clear();
+        encode_seal(self.seg.number, self.seg.synced, &mut self.buf);
+        match self
+            .device
+            .write(&self.seg.file, self.seg.offset, &self.buf, true)
+        {
+            Ok(()) => {
+                self.seg.offset += self.buf.len() as u64;
+                self.seg.attested = self.seg.synced;
+                self.seg.synced = self.seg.offset;
+                self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                path = %self.seg.path.display(),
+                "could not seal the WAL segment at close"
+            ),
+        }
+        self.buf.clear();
     }
 
     fn process(&mut self, batch: Batch) -> Result<()> {
@@ -115,12 +158,19 @@ impl Writer {
         for item in batch.items {
             match item {
                 Item::Record { seq, payload } => {
-                    let need = framed_len(payload.len()) as u64;
+                    let need = wal_framed_len(payload.len()) as u64;
                     let used = self.seg.offset + self.buf.len() as u64;
                     if used > 0 && used + need > self.segment_size {
                         synced_by_roll = self.roll()?.or(synced_by_roll);
                     }
-                    encode(self.seg.number, seq, &payload, &mut self.buf);
+                    encode_wal(
+                        self.seg.number,
+                        seq,
+                        self.seg.synced,
+                        &payload,
+                        &mut self.buf,
+                    );
+                    self.seg.attested = self.seg.synced;
                     self.buf_last_seq = seq;
                     records += 1;
                     bytes += need;
@@ -171,6 +221,7 @@ impl Writer {
         }
         if do_sync {
             self.seg.dirty = false;
+            self.seg.synced = self.seg.offset;
             self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         }
         self.buf.clear();

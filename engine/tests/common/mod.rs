@@ -82,11 +82,12 @@ pub fn wal_segments(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// WAL record header length (SPEC.md §16.2).
-pub const WAL_HEADER: usize = 25;
+pub const WAL_HEADER: usize = 33;
 
 /// `(start, end)` of every record written in a WAL segment: walks length fields from offset 0
-/// until an all-zero header (the preallocated tail) or the end of the file. Does not check
-/// checksums; meant for files written by a clean run.
+/// until an all-zero header (the preallocated tail) or the end of the file, leaving out the
+/// SEAL (kind 2) of a clean close. Does not check checksums; meant for files written by a
+/// clean run.
 pub fn wal_records(path: &Path) -> Vec<(usize, usize)> {
     let bytes = std::fs::read(path).unwrap();
     let mut out = Vec::new();
@@ -99,7 +100,9 @@ pub fn wal_records(path: &Path) -> Vec<(usize, usize)> {
         let len = u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize;
         let end = off + WAL_HEADER + len;
         assert!(end <= bytes.len(), "record at {off} runs past the file");
-        out.push((off, end));
+        if header[8] != 2 {
+            out.push((off, end));
+        }
         off = end;
     }
     out

@@ -225,7 +225,7 @@ pub struct Tally {
     pub required: u64,
     pub recovered: u64,
     pub lossy_checks: u64,
-    /// Seeds stopped by the known torn-WAL-record bug (sim_crash_model).
+    /// Seeds stopped by a tolerated known bug (sim_crash_model); none is tolerated now, so 0.
     pub known_bug: u64,
 }
 
