@@ -71,6 +71,48 @@ impl TimeRange {
     }
 }
 
+/// The builder methods `Get` and `Scan` share: which families and columns, how many versions,
+/// which time range.
+macro_rules! selection_builders {
+    () => {
+        /// Read all of `family`.
+        pub fn family(mut self, family: impl Into<String>) -> Self {
+            self.selection.add_family(family);
+            self
+        }
+
+        /// Read one column.
+        pub fn column(mut self, family: impl Into<String>, qualifier: impl Into<Vec<u8>>) -> Self {
+            self.selection.add_column(family, qualifier);
+            self
+        }
+
+        /// Up to `n` versions per column (0 is treated as 1, as HBase refuses it).
+        pub fn max_versions(mut self, n: u32) -> Self {
+            self.max_versions = n.max(1);
+            self
+        }
+
+        /// Every version the family keeps.
+        pub fn all_versions(mut self) -> Self {
+            self.max_versions = u32::MAX;
+            self
+        }
+
+        /// Only cells with `min <= ts < max`.
+        pub fn time_range(mut self, min: Timestamp, max: Timestamp) -> Self {
+            self.time_range = TimeRange::new(min, max);
+            self
+        }
+
+        /// Only cells at exactly `ts`.
+        pub fn timestamp(mut self, ts: Timestamp) -> Self {
+            self.time_range = TimeRange::at(ts);
+            self
+        }
+    };
+}
+
 /// Which families and columns a read covers. Empty means every family.
 ///
 /// Choice (differs from HBase): a whole family stays whole when columns of it are also named,
@@ -161,41 +203,7 @@ impl Get {
         self
     }
 
-    /// Read all of `family`.
-    pub fn family(mut self, family: impl Into<String>) -> Self {
-        self.selection.add_family(family);
-        self
-    }
-
-    /// Read one column.
-    pub fn column(mut self, family: impl Into<String>, qualifier: impl Into<Vec<u8>>) -> Self {
-        self.selection.add_column(family, qualifier);
-        self
-    }
-
-    /// Up to `n` versions per column (0 is treated as 1, as HBase refuses it).
-    pub fn max_versions(mut self, n: u32) -> Self {
-        self.max_versions = n.max(1);
-        self
-    }
-
-    /// Every version the family keeps.
-    pub fn all_versions(mut self) -> Self {
-        self.max_versions = u32::MAX;
-        self
-    }
-
-    /// Only cells with `min <= ts < max`.
-    pub fn time_range(mut self, min: Timestamp, max: Timestamp) -> Self {
-        self.time_range = TimeRange::new(min, max);
-        self
-    }
-
-    /// Only cells at exactly `ts`.
-    pub fn timestamp(mut self, ts: Timestamp) -> Self {
-        self.time_range = TimeRange::at(ts);
-        self
-    }
+    selection_builders!();
 
     /// Check the arguments.
     pub fn validate(&self) -> Result<()> {
@@ -300,41 +308,7 @@ impl Scan {
         self
     }
 
-    /// Read all of `family`.
-    pub fn family(mut self, family: impl Into<String>) -> Self {
-        self.selection.add_family(family);
-        self
-    }
-
-    /// Read one column.
-    pub fn column(mut self, family: impl Into<String>, qualifier: impl Into<Vec<u8>>) -> Self {
-        self.selection.add_column(family, qualifier);
-        self
-    }
-
-    /// Up to `n` versions per column (0 is treated as 1).
-    pub fn max_versions(mut self, n: u32) -> Self {
-        self.max_versions = n.max(1);
-        self
-    }
-
-    /// Every version the family keeps.
-    pub fn all_versions(mut self) -> Self {
-        self.max_versions = u32::MAX;
-        self
-    }
-
-    /// Only cells with `min <= ts < max`.
-    pub fn time_range(mut self, min: Timestamp, max: Timestamp) -> Self {
-        self.time_range = TimeRange::new(min, max);
-        self
-    }
-
-    /// Only cells at exactly `ts`.
-    pub fn timestamp(mut self, ts: Timestamp) -> Self {
-        self.time_range = TimeRange::at(ts);
-        self
-    }
+    selection_builders!();
 
     /// At most `n` rows.
     pub fn limit(mut self, n: usize) -> Self {
