@@ -1,121 +1,27 @@
 //! Manifest failure policy: a failed write, sync or rename poisons the manifest, nothing is
 //! retried, and no file may be deleted afterwards (RocksDB #4990: the failed edit may well be on
-//! disk). Runs on real files behind a fault-injecting wrapper.
+//! disk). Runs on real files behind the engine's fault injector (`FaultFs`).
 
-use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cellar::format::cell::CellKey;
-use cellar::fs::{File, FileSystem, LockGuard, RealFs, SharedFs};
+use cellar::fs::{Fault, FaultFs, FileSystem, OpKind, RealFs, Rule, SharedFs};
 use cellar::manifest::{Manifest, ManifestOptions, ManifestState, TableEntry, VersionEdit};
 use cellar::schema::{FamilyDescriptor, TableDescriptor};
 use cellar::types::FileMeta;
 use cellar::Error;
 
-#[derive(Debug, Default)]
-struct Faults {
-    fail_sync: AtomicBool,
-    fail_write: AtomicBool,
-    fail_rename: AtomicBool,
-    syncs: AtomicU64,
+/// The real file system behind the engine's fault injector.
+type Faults = Arc<FaultFs<RealFs>>;
+
+fn fail_persistently(faults: &Faults, kind: OpKind) {
+    faults.add_rule(Rule::on(kind, Fault::Eio).persistent());
 }
 
-#[derive(Debug)]
-struct FailFs {
-    faults: Arc<Faults>,
-}
-
-#[derive(Debug)]
-struct FailFile {
-    inner: Arc<dyn File>,
-    faults: Arc<Faults>,
-}
-
-fn injected() -> io::Error {
-    io::Error::other("injected fault")
-}
-
-impl File for FailFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        if self.faults.fail_write.load(Ordering::SeqCst) {
-            return Err(injected());
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.faults.syncs.fetch_add(1, Ordering::SeqCst);
-        if self.faults.fail_sync.load(Ordering::SeqCst) {
-            // The bytes stay in the page cache: "error but persisted", the #4990 case.
-            return Err(injected());
-        }
-        self.inner.sync_data()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn raw_fd(&self) -> Option<i32> {
-        None
-    }
-}
-
-impl FailFs {
-    fn wrap(&self, f: Arc<dyn File>) -> Arc<dyn File> {
-        Arc::new(FailFile {
-            inner: f,
-            faults: self.faults.clone(),
-        })
-    }
-}
-
-impl FileSystem for FailFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(dir)
-    }
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
-        RealFs.create(path).map(|f| self.wrap(f))
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
-        RealFs.open(path).map(|f| self.wrap(f))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        if self.faults.fail_rename.load(Ordering::SeqCst) {
-            return Err(injected());
-        }
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        RealFs.exists(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-        RealFs.lock(path)
-    }
-}
-
-fn setup(dir: &Path, opts: ManifestOptions) -> (Arc<Faults>, Manifest, ManifestState) {
-    let faults = Arc::new(Faults::default());
-    let fs: SharedFs = Arc::new(FailFs {
-        faults: faults.clone(),
-    });
+fn setup(dir: &Path, opts: ManifestOptions) -> (Faults, Manifest, ManifestState) {
+    let faults: Faults = Arc::new(FaultFs::new(RealFs));
+    let fs: SharedFs = faults.clone();
     let (mut m, mut s) = Manifest::create_with(fs, dir, opts).unwrap();
     m.log_and_apply(
         &mut s,
@@ -162,7 +68,7 @@ fn failed_sync_poisons_and_is_never_retried() {
     let dir = tempfile::tempdir().unwrap();
     let (faults, mut m, mut s) = setup(dir.path(), ManifestOptions::default());
     let before = s.clone();
-    faults.fail_sync.store(true, Ordering::SeqCst);
+    fail_persistently(&faults, OpKind::SyncData);
     let e = add_file(&mut s);
     let added = e.added_files[0].number;
     let before_alloc = s.clone();
@@ -173,9 +79,9 @@ fn failed_sync_poisons_and_is_never_retried() {
     assert!(m.is_poisoned());
     assert_eq!(s, before_alloc, "state untouched by the failed edit");
     assert_ne!(s, before);
-    let syncs = faults.syncs.load(Ordering::SeqCst);
+    let syncs = faults.count(OpKind::SyncData);
     // Even once the device "recovers", the manifest stays poisoned and issues no sync.
-    faults.fail_sync.store(false, Ordering::SeqCst);
+    faults.clear_rules();
     let e2 = add_file(&mut s);
     assert!(matches!(
         m.log_and_apply(&mut s, e2),
@@ -185,11 +91,7 @@ fn failed_sync_poisons_and_is_never_retried() {
         m.log_and_apply(&mut s, VersionEdit::default()),
         Err(Error::Poisoned(_))
     ));
-    assert_eq!(
-        faults.syncs.load(Ordering::SeqCst),
-        syncs,
-        "no retried sync"
-    );
+    assert_eq!(faults.count(OpKind::SyncData), syncs, "no retried sync");
     // The caller may not delete anything: the edit may be durable.
     assert!(matches!(m.obsolete_files(&s), Err(Error::Poisoned(_))));
     drop(m);
@@ -206,7 +108,7 @@ fn failed_write_poisons_and_reopen_sees_a_prefix() {
     let ok = add_file(&mut s);
     m.log_and_apply(&mut s, ok).unwrap();
     let durable = s.live_files();
-    faults.fail_write.store(true, Ordering::SeqCst);
+    fail_persistently(&faults, OpKind::Write);
     let e = add_file(&mut s);
     assert!(matches!(
         m.log_and_apply(&mut s, e),
@@ -223,7 +125,7 @@ fn failed_rename_during_roll_over_poisons_and_reopen_is_consistent() {
     let (faults, mut m, mut s) = setup(dir.path(), ManifestOptions { max_size: 512 });
     let first = m.number();
     // Rename is used only to install CURRENT, so every edit succeeds until the first roll-over.
-    faults.fail_rename.store(true, Ordering::SeqCst);
+    fail_persistently(&faults, OpKind::Rename);
     let mut durable = s.live_files();
     for i in 0.. {
         assert!(i < 200, "never rolled over");
@@ -276,9 +178,9 @@ fn invalid_edit_is_refused_without_poisoning_or_writing() {
 #[test]
 fn create_with_a_failing_sync_fails_and_installs_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    faults.fail_sync.store(true, Ordering::SeqCst);
-    let fs: SharedFs = Arc::new(FailFs { faults });
+    let faults: Faults = Arc::new(FaultFs::new(RealFs));
+    fail_persistently(&faults, OpKind::SyncData);
+    let fs: SharedFs = faults;
     assert!(Manifest::create(fs, dir.path()).is_err());
     assert!(!RealFs.exists(&dir.path().join("CURRENT")).unwrap());
     // A later create succeeds and skips the leftover manifest's number.

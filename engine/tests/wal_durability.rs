@@ -3,13 +3,11 @@
 //! failures.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cellar::fs::{File, FileSystem, LockGuard, RealFs, SharedFs};
+use cellar::fs::{Fault, FaultFs, OpKind, RealFs, Rule, SharedFs};
 use cellar::wal::{list_segments, replay, BackendKind, Durability, RecoveryMode, Wal, WalOptions};
 use cellar::Error;
 
@@ -330,109 +328,23 @@ fn sixteen_threads_sync_wal_io_uring() {
 
 // ---- Poisoning under injected failures -------------------------------------------------------
 
-/// Fails the `n`-th `write_at` or `sync_data` counted from when it is armed (0 = never). Files
-/// have no raw descriptor, so the WAL runs its sync device on them.
-#[derive(Debug, Default)]
-struct Plan {
-    writes: AtomicU64,
-    syncs: AtomicU64,
-    fail_write_at: AtomicU64,
-    fail_sync_at: AtomicU64,
+/// The real file system behind the engine's fault injector. Its files have no raw
+/// descriptor, so the WAL runs its sync device on them.
+type Plan = FaultFs<RealFs>;
+
+/// Fail the `n`-th `write_at` from now with ENOSPC.
+fn fail_nth_write(plan: &Plan, n: u64) {
+    plan.add_rule(Rule::on(OpKind::Write, Fault::NoSpace).nth(n));
 }
 
-impl Plan {
-    fn fail_nth_write(&self, n: u64) {
-        self.fail_write_at
-            .store(self.writes.load(Ordering::SeqCst) + n, Ordering::SeqCst);
-    }
-    fn fail_nth_sync(&self, n: u64) {
-        self.fail_sync_at
-            .store(self.syncs.load(Ordering::SeqCst) + n, Ordering::SeqCst);
-    }
-}
-
-#[derive(Debug)]
-struct FailingFs {
-    plan: Arc<Plan>,
-}
-
-#[derive(Debug)]
-struct FailingFile {
-    inner: Arc<dyn File>,
-    plan: Arc<Plan>,
-}
-
-impl File for FailingFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        let n = self.plan.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        if n == self.plan.fail_write_at.load(Ordering::SeqCst) {
-            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        let n = self.plan.syncs.fetch_add(1, Ordering::SeqCst) + 1;
-        if n == self.plan.fail_sync_at.load(Ordering::SeqCst) {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
-        }
-        self.inner.sync_data()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn raw_fd(&self) -> Option<i32> {
-        None
-    }
-}
-
-impl FileSystem for FailingFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(dir)
-    }
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
-        Ok(Arc::new(FailingFile {
-            inner: RealFs.create(path)?,
-            plan: self.plan.clone(),
-        }))
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
-        Ok(Arc::new(FailingFile {
-            inner: RealFs.open(path)?,
-            plan: self.plan.clone(),
-        }))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        RealFs.exists(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-        RealFs.lock(path)
-    }
+/// Fail the `n`-th `sync_data` from now with EIO.
+fn fail_nth_sync(plan: &Plan, n: u64) {
+    plan.add_rule(Rule::on(OpKind::SyncData, Fault::Eio).nth(n));
 }
 
 fn failing(dir: &Path, segment_size: u64) -> (Wal, Arc<Plan>) {
-    let plan = Arc::new(Plan::default());
-    let fs: SharedFs = Arc::new(FailingFs { plan: plan.clone() });
+    let plan = Arc::new(FaultFs::new(RealFs));
+    let fs: SharedFs = plan.clone();
     // Auto: no raw descriptor, so the sync device runs even where io_uring exists.
     let w = Wal::open(fs, dir, opts(BackendKind::Auto, segment_size), 1).unwrap();
     assert_eq!(w.stats().backend, BackendKind::Sync);
@@ -447,8 +359,8 @@ fn assert_poisoned<T: std::fmt::Debug>(r: cellar::Result<T>) {
 }
 
 fn assert_stays_poisoned(w: &Wal, plan: &Plan) {
-    let writes = plan.writes.load(Ordering::SeqCst);
-    let syncs = plan.syncs.load(Ordering::SeqCst);
+    let writes = plan.count(OpKind::Write);
+    let syncs = plan.count(OpKind::SyncData);
     assert!(w.poisoned().is_some());
     assert_poisoned(w.append(b"later", Durability::SyncWal));
     assert_poisoned(w.append(b"later", Durability::FsyncWal));
@@ -458,13 +370,9 @@ fn assert_stays_poisoned(w: &Wal, plan: &Plan) {
     // SkipWal writes nothing, so it still works.
     assert!(w.append(b"later", Durability::SkipWal).is_ok());
     std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(plan.count(OpKind::Write), writes, "wrote after poisoning");
     assert_eq!(
-        plan.writes.load(Ordering::SeqCst),
-        writes,
-        "wrote after poisoning"
-    );
-    assert_eq!(
-        plan.syncs.load(Ordering::SeqCst),
+        plan.count(OpKind::SyncData),
         syncs,
         "synced after poisoning"
     );
@@ -475,7 +383,7 @@ fn failed_fsync_poisons_and_is_never_retried() {
     let d = tempfile::tempdir().unwrap();
     let (w, plan) = failing(d.path(), 1 << 20);
     assert_eq!(w.append(b"a", Durability::FsyncWal).unwrap(), 1);
-    plan.fail_nth_sync(1);
+    fail_nth_sync(&plan, 1);
     assert_poisoned(w.append(b"b", Durability::FsyncWal));
     assert!(
         w.poisoned().unwrap().contains("I/O error"),
@@ -495,7 +403,7 @@ fn failed_write_poisons() {
     let d = tempfile::tempdir().unwrap();
     let (w, plan) = failing(d.path(), 1 << 20);
     assert_eq!(w.append(b"a", Durability::SyncWal).unwrap(), 1);
-    plan.fail_nth_write(1);
+    fail_nth_write(&plan, 1);
     assert_poisoned(w.append(b"b", Durability::SyncWal));
     assert_stays_poisoned(&w, &plan);
     drop(w);
@@ -510,7 +418,7 @@ fn failed_sync_at_segment_roll_poisons() {
     let d = tempfile::tempdir().unwrap();
     let (w, plan) = failing(d.path(), 4096);
     w.append(&[1u8; 2000], Durability::SyncWal).unwrap();
-    plan.fail_nth_sync(1); // the roll's sync of the old segment
+    fail_nth_sync(&plan, 1); // the roll's sync of the old segment
     assert_poisoned(w.append(&[2u8; 3000], Durability::SyncWal));
     assert_stays_poisoned(&w, &plan);
 }
@@ -519,7 +427,7 @@ fn failed_sync_at_segment_roll_poisons() {
 fn concurrent_writers_see_poison_and_every_ack_survives() {
     let d = tempfile::tempdir().unwrap();
     let (w, plan) = failing(d.path(), 1 << 20);
-    plan.fail_nth_sync(6);
+    fail_nth_sync(&plan, 6);
     let w = Arc::new(w);
     let handles: Vec<_> = (0..8)
         .map(|_| {
