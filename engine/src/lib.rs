@@ -61,10 +61,12 @@
 //! - [`wal`]: the write-ahead log (io_uring with group commit, or pwrite; SPEC.md §16).
 //! - [`manifest`]: version edits, CURRENT, the live file set (SPEC.md §17).
 //! - [`memstore`], [`batch`], [`visibility`]: the write path's parts.
+//! - [`compaction`]: the picker and the purge rules of compaction (SPEC.md §20).
 //! - [`read`]: merging and version resolution (SPEC.md §13).
 //! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
 
 pub mod batch;
+pub mod compaction;
 mod db;
 pub mod error;
 pub mod fs;

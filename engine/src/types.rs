@@ -53,6 +53,10 @@ pub struct FileMeta {
     pub max_ts: Timestamp,
     /// Number of cells.
     pub entries: u64,
+    /// Number of delete markers among them (the picker's tombstone density).
+    pub deletes: u64,
+    /// When the file was written, ms since the epoch (periodic major compaction ages by it).
+    pub created_ms: u64,
 }
 
 /// A cursor over cells in key order (SPEC.md §3.2), the one interface the read path merges:

@@ -53,6 +53,8 @@ fn add_file(s: &mut ManifestState) -> VersionEdit {
             min_ts: 0,
             max_ts: 0,
             entries: 1,
+            deletes: 0,
+            created_ms: 0,
         }],
         last_seq: Some(n),
         ..Default::default()

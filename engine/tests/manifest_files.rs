@@ -43,6 +43,8 @@ fn file(number: u64, family: u32, level: u32) -> FileMeta {
         min_ts: 10,
         max_ts: 20,
         entries: 7,
+        deletes: 1,
+        created_ms: 5,
     }
 }
 

@@ -89,6 +89,8 @@ fn file(number: u64, family: u32, level: u32, seq: u64) -> FileMeta {
         min_ts: 1,
         max_ts: seq,
         entries: 1,
+        deletes: 0,
+        created_ms: number,
     }
 }
 

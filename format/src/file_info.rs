@@ -80,6 +80,11 @@ pub const TYPE_COUNT_NAMES: [&str; 5] = [
 ];
 
 impl FileInfo {
+    /// Delete markers among the cells (every type but Put).
+    pub fn deletes(&self) -> u64 {
+        self.entries.saturating_sub(self.count_of(CellType::Put))
+    }
+
     /// Count of cells of type `t`.
     pub fn count_of(&self, t: CellType) -> u64 {
         let i = CellType::ALL.iter().position(|x| *x == t).unwrap_or(0);

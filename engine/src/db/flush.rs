@@ -259,6 +259,8 @@ impl DbInner {
             min_ts: info.min_timestamp,
             max_ts: info.max_timestamp,
             entries: info.entries,
+            deletes: info.deletes(),
+            created_ms: info.created_at_ms,
         })
     }
 }

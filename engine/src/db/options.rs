@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::compaction::CompactionOptions;
 use crate::fs::{RealFs, SharedFs};
 use crate::manifest::ManifestOptions;
 use crate::wal::{Durability, RecoveryMode, WalOptions};
@@ -37,6 +38,8 @@ pub struct Options {
     pub wal_recovery: RecoveryMode,
     /// Manifest settings.
     pub manifest: ManifestOptions,
+    /// Compaction and the write back-pressure that follows from it.
+    pub compaction: CompactionOptions,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
             wal: WalOptions::default(),
             wal_recovery: RecoveryMode::default(),
             manifest: ManifestOptions::default(),
+            compaction: CompactionOptions::default(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //!    5  added_file          family varint32 | level varint32 | number varint64 | size varint64
 //!                           | smallest bytes | largest bytes | min_seq varint64 | max_seq varint64
 //!                           | min_ts varint64 | max_ts varint64 | entries varint64
+//!                           | deletes varint64 | created_ms varint64
 //!    6  deleted_file        family varint32 | level varint32 | number varint64
 //!    7  create_namespace    name bytes
 //!    8  drop_namespace      name bytes
@@ -208,6 +209,8 @@ impl VersionEdit {
             put_varint64(&mut out, f.min_ts);
             put_varint64(&mut out, f.max_ts);
             put_varint64(&mut out, f.entries);
+            put_varint64(&mut out, f.deletes);
+            put_varint64(&mut out, f.created_ms);
         }
         for &(family, level, number) in &self.deleted_files {
             put_varint32(&mut out, tag::DELETED_FILE);
@@ -321,6 +324,8 @@ fn decode_field(c: &mut Cursor<'_>, e: &mut VersionEdit) -> Result<(), Malformed
                 min_ts: c.varint64("added file min_ts")?,
                 max_ts: c.varint64("added file max_ts")?,
                 entries: c.varint64("added file entries")?,
+                deletes: c.varint64("added file deletes")?,
+                created_ms: c.varint64("added file created_ms")?,
             });
             Ok(())
         }
@@ -460,6 +465,8 @@ mod tests {
                 min_ts: 0,
                 max_ts: u64::MAX,
                 entries: 1000,
+                deletes: 10,
+                created_ms: 1_700_000_000_000,
             }],
             deleted_files: vec![(3, 0, 9), (4, 6, u64::MAX)],
             create_namespaces: vec!["ns1".into(), "ns2".into()],

@@ -560,6 +560,8 @@ mod tests {
             min_ts: 1,
             max_ts: 2,
             entries: 3,
+            deletes: 0,
+            created_ms: 0,
         }
     }
 

@@ -1,0 +1,1 @@
+//! Placeholder: filled by the picker work (see compaction/mod.rs).

@@ -1,0 +1,1 @@
+//! Placeholder: filled by the purge work (see compaction/mod.rs).
