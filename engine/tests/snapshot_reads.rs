@@ -79,3 +79,45 @@ fn a_scan_keeps_its_snapshot_while_writes_continue() {
     );
     assert!(rest.iter().all(|k| !k.ends_with(b"x")));
 }
+
+#[test]
+fn many_newer_versions_after_a_snapshot_do_not_hide_the_next_column() {
+    // Regression: the resolver only started a column on a visible cell, so the invisible
+    // versions of column `b` (written after the snapshot) were counted as overrun of the
+    // finished column `a`, and past eight of them the read sought past `b` entirely.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf").max_versions(1)))
+        .unwrap();
+    let t = db.table("t").unwrap();
+    t.put(
+        Put::new("r")
+            .add_at("cf", "a", 1, "a1")
+            .add_at("cf", "b", 1, "b1"),
+    )
+    .unwrap();
+    let snap = db.snapshot();
+    for ts in 2..30 {
+        t.put(
+            Put::new("r")
+                .add_at("cf", "a", ts, "a")
+                .add_at("cf", "b", ts, "b"),
+        )
+        .unwrap();
+    }
+    for flush in [false, true] {
+        if flush {
+            db.flush().unwrap();
+        }
+        let row = t.get(&Get::new("r").at(&snap)).unwrap().unwrap();
+        assert_eq!(row.value("cf", "a"), Some(&b"a1"[..]), "flushed: {flush}");
+        assert_eq!(row.value("cf", "b"), Some(&b"b1"[..]), "flushed: {flush}");
+        let rows: Vec<_> = t
+            .scan(Scan::new().at(&snap))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].cells().len(), 2, "flushed: {flush}");
+    }
+}

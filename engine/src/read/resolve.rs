@@ -297,6 +297,16 @@ impl<'q> RowResolver<'q> {
 
     /// Decide the fate of the next cell (of this row and family, in key order).
     pub fn push(&mut self, key: &KeyRef<'_>) -> Verdict {
+        // The column starts with its first cell, visible or not: `column_done` must describe
+        // the column of the cell just pushed, or a reader skipping a finished column would
+        // skip the next column's visible versions after its invisible ones.
+        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
+            let selected = self
+                .params
+                .columns
+                .is_none_or(|c| c.contains(key.qualifier));
+            self.column.start(key.qualifier, selected);
+        }
         // MVCC: a read sees exactly the writes with seq <= its read point; a marker written
         // later masks nothing yet.
         if key.seq > self.params.read_point {
@@ -305,13 +315,6 @@ impl<'q> RowResolver<'q> {
         let Some(ty) = key.cell_type() else {
             return Verdict::Invisible;
         };
-        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
-            let selected = self
-                .params
-                .columns
-                .is_none_or(|c| c.contains(key.qualifier));
-            self.column.start(key.qualifier, selected);
-        }
         if self.params.raw {
             return self.raw(key, ty);
         }
