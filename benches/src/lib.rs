@@ -11,7 +11,9 @@ use std::sync::Mutex;
 
 use cellar_format::bloom::{BloomConfig, BloomType};
 use cellar_format::cell::{CellKey, CellType};
-use cellar_format::{BlockCache, CachedBlock, CompressionType, HFileWriter, WriterOptions};
+use cellar_format::{
+    BlockCache, BlockType, CachedBlock, CompressionType, HFileWriter, WriterOptions,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -144,12 +146,12 @@ pub struct MemCache {
 }
 
 impl BlockCache for MemCache {
-    fn get(&self, cache_id: u64, offset: u64) -> Option<CachedBlock> {
+    fn get(&self, cache_id: u64, offset: u64, _ty: BlockType) -> Option<CachedBlock> {
         let map = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         map.get(&(cache_id, offset)).cloned()
     }
 
-    fn insert(&self, cache_id: u64, offset: u64, block: CachedBlock) {
+    fn insert(&self, cache_id: u64, offset: u64, _ty: BlockType, block: CachedBlock) {
         let mut map = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         map.insert((cache_id, offset), block);
     }

@@ -62,10 +62,12 @@
 //! - [`manifest`]: version edits, CURRENT, the live file set (SPEC.md §17).
 //! - [`memstore`], [`batch`], [`visibility`]: the write path's parts.
 //! - [`compaction`]: the picker and the purge rules of compaction (SPEC.md §20).
+//! - [`cache`]: the block cache and the open-file cache of the read path.
 //! - [`read`]: merging and version resolution (SPEC.md §13).
 //! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
 
 pub mod batch;
+pub mod cache;
 pub mod compaction;
 mod db;
 pub mod error;
@@ -80,10 +82,12 @@ pub mod types;
 pub mod visibility;
 pub mod wal;
 
+pub use cache::{CacheStats, KindStats, OpenFileStats};
 pub use cellar_format as format;
 pub use db::{
-    Append, CheckAndMutate, Db, Delete, Increment, Mutation, Options, Put, RecoveryReport,
-    RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch, WriteOptions,
+    Append, CheckAndMutate, CompactionStats, Db, Delete, Increment, LevelStats, MemoryBudget,
+    Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats, Table,
+    WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use read::filter::{CompareOp, Filter};

@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
-use cellar_format::{compare_keys, KeyRef};
+use cellar_format::{compare_keys, CellKey, KeyRef};
 use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
 
@@ -124,14 +124,25 @@ impl MemStore {
         MemIter {
             map: &self.map,
             cur: None,
+            back: Vec::new(),
         }
     }
 }
 
 /// Cursor over a memstore.
+///
+/// The skip list links forward only: its own `prev` is a search from the top, O(log n) key
+/// comparisons per step. Stepping back instead searches once per row, for the last cell before
+/// the current cell's row, and walks forward from there to the current cell, stacking the
+/// cells passed (see [`MemIter::fill_back`]); each further `prev` pops one. A backward walk so
+/// costs one search per row plus one forward step per cell, and holds one row's entries.
 pub struct MemIter<'a> {
     map: &'a SkipMap<MemKey, MemValue>,
     cur: Option<Entry<'a, MemKey, MemValue>>,
+    /// The cells before `cur`, in key order (the last is its predecessor); only meaningful
+    /// while `cur` is where the stack was filled from or popped to, so every positioning
+    /// method other than `prev` clears it.
+    back: Vec<Entry<'a, MemKey, MemValue>>,
 }
 
 impl std::fmt::Debug for MemIter<'_> {
@@ -143,26 +154,85 @@ impl std::fmt::Debug for MemIter<'_> {
 }
 
 impl MemIter<'_> {
-    /// Current tags.
-    pub fn tags(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |e| &e.value().tags)
+    /// Stack the cells before `cur`: the last cell of an earlier row (found by one search),
+    /// then the cells of `cur`'s row that precede it (walked forward, each step O(1)). The
+    /// next backward step after the row's first cell is then that earlier cell, with no search.
+    fn fill_back(&mut self) {
+        self.back.clear();
+        let Some(cur) = self.cur.as_ref() else {
+            return;
+        };
+        let key = &cur.key().0;
+        let Ok(k) = KeyRef::parse(key) else {
+            // Not a cell key (never inserted by the engine): fall back to the skip list's own
+            // search for the predecessor.
+            if let Some(p) = cur.prev() {
+                self.back.push(p);
+            }
+            return;
+        };
+        let row_start = MemKey(CellKey::first_on_row(k.row).encode().into_boxed_slice());
+        let before = self.map.upper_bound(Bound::Excluded(&row_start));
+        let mut walk = match &before {
+            Some(b) => b.next(),
+            None => self.map.front(),
+        };
+        if let Some(b) = before {
+            self.back.push(b);
+        }
+        // Keys only grow along the walk and `cur` is never removed, so it ends at `cur` (or at
+        // a cell inserted just before it, which no read point sees).
+        while let Some(e) = walk {
+            if compare_keys(&e.key().0, key) != Ordering::Less {
+                break;
+            }
+            walk = e.next();
+            self.back.push(e);
+        }
     }
 }
 
 impl CellIter for MemIter<'_> {
     fn seek(&mut self, target: &[u8]) -> crate::Result<()> {
+        self.back.clear();
         let t = MemKey(target.into());
         self.cur = self.map.lower_bound(Bound::Included(&t));
         Ok(())
     }
 
+    fn seek_for_prev(&mut self, target: &[u8]) -> crate::Result<()> {
+        self.back.clear();
+        let t = MemKey(target.into());
+        self.cur = self.map.upper_bound(Bound::Included(&t));
+        Ok(())
+    }
+
     fn seek_to_first(&mut self) -> crate::Result<()> {
+        self.back.clear();
         self.cur = self.map.front();
         Ok(())
     }
 
+    fn seek_to_last(&mut self) -> crate::Result<()> {
+        self.back.clear();
+        self.cur = self.map.back();
+        Ok(())
+    }
+
     fn next(&mut self) -> crate::Result<()> {
+        self.back.clear();
         self.cur = self.cur.as_ref().and_then(|e| e.next());
+        Ok(())
+    }
+
+    fn prev(&mut self) -> crate::Result<()> {
+        if self.cur.is_none() {
+            return Ok(());
+        }
+        if self.back.is_empty() {
+            self.fill_back();
+        }
+        self.cur = self.back.pop();
         Ok(())
     }
 
@@ -172,6 +242,10 @@ impl CellIter for MemIter<'_> {
 
     fn key(&self) -> &[u8] {
         self.cur.as_ref().map_or(&[], |e| &e.key().0)
+    }
+
+    fn tags(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |e| &e.value().tags)
     }
 
     fn value(&self) -> &[u8] {
@@ -213,6 +287,56 @@ mod tests {
         assert_eq!(KeyRef::parse(it.key()).unwrap().row, b"b");
         assert_eq!((m.min_seq(), m.max_seq(), m.len()), (1, 4, 4));
         assert!(m.approximate_bytes() > 4 * NODE_OVERHEAD);
+    }
+
+    #[test]
+    fn backward_steps_match_a_sorted_model() {
+        let m = MemStore::new(1);
+        let mut model = Vec::new();
+        // Rows of 0 to 4 cells (row 0 has none), so the per-row stack is empty, short or long.
+        for r in 0..12u64 {
+            for q in 0..(r % 5) {
+                let k = CellKey::new(
+                    format!("r{r:02}"),
+                    "cf",
+                    format!("q{q}"),
+                    3,
+                    CellType::Put,
+                    r,
+                );
+                m.insert(&k.as_ref(), b"v", b"");
+                model.push(k.encode());
+            }
+        }
+        model.sort_by(|a, b| compare_keys(a, b));
+        let mut it = m.iter();
+        it.seek_to_last().unwrap();
+        let mut back = Vec::new();
+        while it.valid() {
+            back.push(it.key().to_vec());
+            it.prev().unwrap();
+        }
+        back.reverse();
+        assert_eq!(back, model);
+        // From every key: one step back, then forward again, then back twice.
+        for (i, key) in model.iter().enumerate() {
+            it.seek_for_prev(key).unwrap();
+            assert_eq!(it.key(), key.as_slice());
+            it.prev().unwrap();
+            let before = i.checked_sub(1).map(|j| model[j].clone());
+            assert_eq!(it.valid().then(|| it.key().to_vec()), before);
+            if it.valid() {
+                it.next().unwrap();
+                assert_eq!(it.key(), key.as_slice());
+                it.prev().unwrap();
+                it.prev().unwrap();
+                let two = i.checked_sub(2).map(|j| model[j].clone());
+                assert_eq!(it.valid().then(|| it.key().to_vec()), two);
+            }
+        }
+        it.seek_for_prev(&CellKey::first_on_row(b"r00").encode())
+            .unwrap();
+        assert!(!it.valid());
     }
 
     #[test]

@@ -60,18 +60,30 @@ pub struct FileMeta {
 }
 
 /// A cursor over cells in key order (SPEC.md §3.2), the one interface the read path merges:
-/// memstores and HFiles both provide it. Verbs as everywhere in Cellar.
+/// memstores and HFiles both provide it, in both directions (reversed scans walk backward).
+/// Verbs as everywhere in Cellar.
 pub trait CellIter {
     /// Position on the first cell whose key is `>= target` (an encoded key).
     fn seek(&mut self, target: &[u8]) -> crate::Result<()>;
+    /// Position on the last cell whose key is `<= target` (an encoded key).
+    fn seek_for_prev(&mut self, target: &[u8]) -> crate::Result<()>;
     /// Position on the first cell.
     fn seek_to_first(&mut self) -> crate::Result<()>;
+    /// Position on the last cell.
+    fn seek_to_last(&mut self) -> crate::Result<()>;
     /// Advance.
     fn next(&mut self) -> crate::Result<()>;
+    /// Step back to the previous cell (invalid before the first).
+    fn prev(&mut self) -> crate::Result<()>;
     /// True when positioned on a cell.
     fn valid(&self) -> bool;
     /// Current encoded key.
     fn key(&self) -> &[u8];
     /// Current value.
     fn value(&self) -> &[u8];
+    /// Current cell's tags (SPEC.md §3.4); empty for sources that keep none. Compaction
+    /// carries them to its outputs.
+    fn tags(&self) -> &[u8] {
+        &[]
+    }
 }

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use cellar::types::now_ms;
 use cellar::{
-    CheckAndMutate, Db, Delete, FamilyDescriptor, Filter, Get, KeepDeletedCells, Options, Put,
-    RowMutations, Scan, WriteBatch, WriteOptions,
+    CheckAndMutate, Db, Delete, FamilyDescriptor, Filter, Get, KeepDeletedCells, Put, RowMutations,
+    Scan, WriteBatch, WriteOptions,
 };
-use conformance_common::{env, get, put, scan, scan_keys, scan_rows, v};
+use conformance_common::{env, get, opts, put, scan, scan_keys, scan_rows, v};
 
 fn fam(name: &str, versions: u32) -> FamilyDescriptor {
     FamilyDescriptor::new(name).max_versions(versions)
@@ -247,7 +247,7 @@ fn equal_coordinates_inside_one_write_batch_later_wins_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let expected = v(&["r/cf:q@5=second", "s/cf:q@5=y"]);
     {
-        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
         db.create_table(cellar::TableDescriptor::new("t").family(fam("cf", 10)))
             .unwrap();
         let wb = WriteBatch::new()
@@ -262,7 +262,7 @@ fn equal_coordinates_inside_one_write_batch_later_wins_and_survives_reopen() {
         // Dropped without a flush: the next open replays the WAL.
     }
     {
-        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
         let t = db.table("t").unwrap();
         assert_eq!(scan(&t, Scan::new().all_versions()), expected);
         assert_eq!(scan(&t, Scan::new().raw()), expected);
@@ -313,7 +313,7 @@ fn results_survive_reopen_classic_masking_included() {
         "r/g:x@1=x1",
     ]);
     {
-        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
         db.create_table(
             cellar::TableDescriptor::new("t")
                 .family(fam("cf", 10))
@@ -330,7 +330,7 @@ fn results_survive_reopen_classic_masking_included() {
         put(&t, "r", "cf", "q", 11, "v11");
         assert_eq!(scan(&t, Scan::new().all_versions()), expected);
     }
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
     let t = db.table("t").unwrap();
     assert_eq!(scan(&t, Scan::new().all_versions()), expected);
     assert_eq!(scan(&t, Scan::new().raw()), raw_expected);

@@ -146,7 +146,6 @@ fn time_range_with_versions_one_sees_an_older_version_before_compaction() {
 }
 
 #[test]
-#[ignore = "needs major compaction (issue 5)"]
 fn time_range_with_versions_one_after_major_compaction() {
     // Expected: after a major compaction VERSIONS 1 keeps only t=2, so [0, 2) finds nothing
     // and the plain Get still returns t=2.
@@ -154,7 +153,7 @@ fn time_range_with_versions_one_after_major_compaction() {
     put(&e.t, "r", "cf", "q", 1, "v1");
     put(&e.t, "r", "cf", "q", 2, "v2");
     e.db.flush().unwrap();
-    // major_compact() does not exist yet: this is where it goes.
+    e.db.major_compact("t", None).unwrap();
     assert_eq!(get(&e.t, &Get::new("r").time_range(0, 2)), v(&[]));
     assert_eq!(get(&e.t, &Get::new("r")), v(&["r/cf:q@2=v2"]));
 }
@@ -382,7 +381,6 @@ fn classic_put_after_flushed_delete_stays_masked() {
 }
 
 #[test]
-#[ignore = "needs major compaction (issue 5)"]
 fn classic_put_after_delete_shows_after_major_compaction() {
     // Expected (HBase reference guide, "Delete masks Puts"): once a major compaction has
     // purged the DeleteColumn at 10, a put at 5 written after the compaction is visible.
@@ -390,7 +388,7 @@ fn classic_put_after_delete_shows_after_major_compaction() {
     e.t.delete(Delete::new("r").columns_at("cf", "q", 10))
         .unwrap();
     e.db.flush().unwrap();
-    // major_compact() goes here.
+    e.db.major_compact("t", None).unwrap();
     put(&e.t, "r", "cf", "q", 5, "late");
     assert_eq!(get(&e.t, &Get::new("r")), v(&["r/cf:q@5=late"]));
 }
@@ -455,7 +453,6 @@ fn classic_flush_before_delete_may_trim_the_old_version() {
 }
 
 #[test]
-#[ignore = "needs major compaction (issue 5)"]
 fn classic_deleted_version_counts_after_major_compaction() {
     // Expected: VERSIONS 2, puts 1, 2, 3, major compaction keeps 3 and 2; a Delete of 3 then
     // leaves only 2 (version 1 is gone for good).
@@ -464,7 +461,7 @@ fn classic_deleted_version_counts_after_major_compaction() {
         put(&e.t, "r", "cf", "q", ts, &format!("v{ts}"));
     }
     e.db.flush().unwrap();
-    // major_compact() goes here.
+    e.db.major_compact("t", None).unwrap();
     e.t.delete(Delete::new("r").column_at("cf", "q", 3))
         .unwrap();
     assert_eq!(

@@ -1,9 +1,12 @@
 //! `MergeIter` against a `BTreeMap` model: overlapping sources, duplicate keys across sources,
-//! seeks to stored and search keys, and an HFile source.
+//! seeks to stored and search keys, and an HFile source; forward, backward (`seek_for_prev`,
+//! `seek_to_last`, `prev`) and walks that turn around. Memstore and HFile sources are checked
+//! backward against the same model.
 
 use std::collections::BTreeMap;
 
-use cellar::format::{CellKey, CellType, HFileReader, HFileWriter, WriterOptions};
+use cellar::format::{CellKey, CellType, HFileReader, HFileWriter, KeyRef, WriterOptions};
+use cellar::memstore::MemStore;
 use cellar::read::{HFileCellIter, MergeIter, VecCellIter};
 use cellar::types::CellIter;
 use cellar::Error;
@@ -92,8 +95,132 @@ fn expect_from(model: &BTreeMap<CellKey, Vec<u8>>, from: Option<&CellKey>, n: us
         .collect()
 }
 
+/// Up to `n` entries walking backward.
+fn take_back(m: &mut dyn CellIter, n: usize) -> Result<Entries, Error> {
+    let mut out = Vec::new();
+    while m.valid() && out.len() < n {
+        out.push((m.key().to_vec(), m.value().to_vec()));
+        m.prev()?;
+    }
+    Ok(out)
+}
+
+fn expect_back_from(
+    model: &BTreeMap<CellKey, Vec<u8>>,
+    from: Option<&CellKey>,
+    n: usize,
+) -> Entries {
+    let range: Box<dyn Iterator<Item = (&CellKey, &Vec<u8>)>> = match from {
+        Some(t) => Box::new(model.range(..=t.clone()).rev()),
+        None => Box::new(model.iter().rev()),
+    };
+    range
+        .take(n)
+        .map(|(k, v)| (k.encode(), v.clone()))
+        .collect()
+}
+
+fn fail(e: Error) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn full_backward_scan_matches_model(sources in sources_strategy()) {
+        let want = expect_back_from(&model(&sources), None, usize::MAX);
+        let mut m = merge(&sources);
+        m.seek_to_last().map_err(fail)?;
+        let got = take_back(&mut m, usize::MAX).map_err(fail)?;
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn backward_seeks_match_model(
+        sources in sources_strategy(),
+        probes in prop::collection::vec((target_strategy(), 0usize..8), 1..8),
+    ) {
+        let model = model(&sources);
+        let mut m = merge(&sources);
+        for (target, steps) in probes {
+            m.seek_for_prev(&target.encode()).map_err(fail)?;
+            let got = take_back(&mut m, steps).map_err(fail)?;
+            prop_assert_eq!(got, expect_back_from(&model, Some(&target), steps));
+        }
+    }
+
+    /// Random next/prev walks from a seek, turning around at will: each step lands on the
+    /// model's neighbour of the previous key.
+    #[test]
+    fn turning_walks_match_model(
+        sources in sources_strategy(),
+        target in target_strategy(),
+        backward_seek in any::<bool>(),
+        steps in prop::collection::vec(any::<bool>(), 0..30),
+    ) {
+        let model = model(&sources);
+        let keys: Vec<&CellKey> = model.keys().collect();
+        let mut m = merge(&sources);
+        let mut pos = if backward_seek {
+            m.seek_for_prev(&target.encode()).map_err(fail)?;
+            keys.iter().rposition(|k| **k <= target)
+        } else {
+            m.seek(&target.encode()).map_err(fail)?;
+            keys.iter().position(|k| **k >= target)
+        };
+        for forward in steps {
+            let Some(p) = pos else { break };
+            prop_assert!(m.valid());
+            prop_assert_eq!(m.key().to_vec(), keys[p].encode());
+            prop_assert_eq!(m.value(), model[keys[p]].as_slice());
+            if forward {
+                m.next().map_err(fail)?;
+                pos = (p + 1 < keys.len()).then_some(p + 1);
+            } else {
+                m.prev().map_err(fail)?;
+                pos = p.checked_sub(1);
+            }
+        }
+        if pos.is_none() {
+            prop_assert!(!m.valid());
+        }
+    }
+
+    /// A memstore walked backward (its per-row stack) and with seek_for_prev agrees with the
+    /// sorted keys, across random mixed walks.
+    #[test]
+    fn memstore_backward_matches_model(
+        keys in prop::collection::btree_set(key_strategy(), 0..60),
+        targets in prop::collection::vec((target_strategy(), prop::collection::vec(any::<bool>(), 0..20)), 1..6),
+    ) {
+        let mem = MemStore::new(1);
+        for k in &keys {
+            mem.insert(&k.as_ref(), &value(0, k), b"");
+        }
+        let model: BTreeMap<CellKey, Vec<u8>> =
+            keys.iter().map(|k| (k.clone(), value(0, k))).collect();
+        let sorted: Vec<&CellKey> = model.keys().collect();
+        let mut it = mem.iter();
+        it.seek_to_last().map_err(fail)?;
+        prop_assert_eq!(take_back(&mut it, usize::MAX).map_err(fail)?, expect_back_from(&model, None, usize::MAX));
+        for (target, walk) in targets {
+            it.seek_for_prev(&target.encode()).map_err(fail)?;
+            let mut pos = sorted.iter().rposition(|k| **k <= target);
+            for forward in walk {
+                let Some(p) = pos else { break };
+                prop_assert_eq!(it.key().to_vec(), sorted[p].encode());
+                if forward {
+                    it.next().map_err(fail)?;
+                    pos = (p + 1 < sorted.len()).then_some(p + 1);
+                } else {
+                    it.prev().map_err(fail)?;
+                    pos = p.checked_sub(1);
+                }
+            }
+            prop_assert_eq!(it.valid(), pos.is_some());
+        }
+    }
 
     #[test]
     fn full_scan_matches_model(sources in sources_strategy()) {
@@ -165,5 +292,68 @@ fn hfile_source_merges_with_a_newer_memory_source() -> Result<(), Error> {
 
     let bad = m.seek(b"not a key");
     assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
+    Ok(())
+}
+
+#[test]
+fn hfile_and_memstore_sources_merge_backward() -> Result<(), Error> {
+    // Rows of 1 to 4 cells, split between a file (even cells) and a memstore (odd cells and
+    // a copy of every tenth key, which must come out once).
+    let mut all = BTreeMap::new();
+    for r in 0..150u64 {
+        for q in 0..(r % 4 + 1) {
+            let k = CellKey::new(
+                format!("row{r:04}"),
+                "cf",
+                format!("q{q}"),
+                5,
+                CellType::Put,
+                r + 1,
+            );
+            all.insert(k, q);
+        }
+    }
+    let mut opts = WriterOptions::new("cf");
+    opts.block_size = 200;
+    opts.restart_interval = 3;
+    let mut w = HFileWriter::new(Vec::new(), "t.hfile", opts)?;
+    let mem = MemStore::new(1);
+    let mut model = BTreeMap::new();
+    for (i, (k, _)) in all.iter().enumerate() {
+        if i % 2 == 0 {
+            w.append(&k.as_ref(), b"file")?;
+            model.insert(k.clone(), b"file".to_vec());
+        }
+        if i % 2 == 1 || i % 10 == 0 {
+            mem.insert(&k.as_ref(), b"mem", b"");
+            model.insert(k.clone(), b"mem".to_vec());
+        }
+    }
+    let (bytes, _) = w.finish()?;
+    let reader = HFileReader::open(bytes, "t.hfile")?;
+    let sources: Vec<Box<dyn CellIter + '_>> = vec![
+        Box::new(mem.iter()),
+        Box::new(HFileCellIter::new(reader.iter())),
+    ];
+    let mut m = MergeIter::new(sources);
+    m.seek_to_last()?;
+    assert_eq!(
+        take_back(&mut m, usize::MAX)?,
+        expect_back_from(&model, None, usize::MAX)
+    );
+    for r in [0u64, 1, 77, 149, 150] {
+        // The last cell of a row: seek_for_prev to the first key of the next row.
+        let t = CellKey::first_on_row(format!("row{:04}", r + 1).as_bytes());
+        m.seek_for_prev(&t.encode())?;
+        assert_eq!(take_back(&mut m, 9)?, expect_back_from(&model, Some(&t), 9));
+    }
+    // The file source alone, against its own cells.
+    let mut f = HFileCellIter::new(reader.iter());
+    f.seek_to_last()?;
+    let back = take_back(&mut f, usize::MAX)?;
+    assert_eq!(back.len(), all.len().div_ceil(2));
+    assert!(back
+        .windows(2)
+        .all(|w| { KeyRef::parse(&w[0].0).unwrap() > KeyRef::parse(&w[1].0).unwrap() }));
     Ok(())
 }

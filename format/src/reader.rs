@@ -85,11 +85,15 @@ pub enum CachedBlock {
 }
 
 /// A cache of decoded blocks shared by readers; keys are `(cache_id, block offset)`.
+///
+/// Both calls name the block's type (`Data`, `LeafIndex`, `IntermediateIndex`, `RootIndex` or
+/// `BloomChunk`) so a cache can give index and bloom blocks priority over data blocks and count
+/// hits per kind; the type is not part of the key (an offset holds one block).
 pub trait BlockCache: Send + Sync + std::fmt::Debug {
-    /// Look a block up.
-    fn get(&self, cache_id: u64, offset: u64) -> Option<CachedBlock>;
-    /// Offer a block read from disk.
-    fn insert(&self, cache_id: u64, offset: u64, block: CachedBlock);
+    /// Look a block of type `ty` up.
+    fn get(&self, cache_id: u64, offset: u64, ty: BlockType) -> Option<CachedBlock>;
+    /// Offer a block of type `ty` read from disk.
+    fn insert(&self, cache_id: u64, offset: u64, ty: BlockType, block: CachedBlock);
 }
 
 /// Reader settings.
@@ -238,14 +242,14 @@ impl<R: ReadAt> HFileReader<R> {
     /// Read a data or index block (through the cache).
     pub fn read_keyed(&self, h: BlockHandle, ty: BlockType) -> Result<Arc<Block>> {
         if let Some((cache, id)) = &self.opts.cache {
-            if let Some(CachedBlock::Keyed(b)) = cache.get(*id, h.offset) {
+            if let Some(CachedBlock::Keyed(b)) = cache.get(*id, h.offset, ty) {
                 return Ok(b);
             }
         }
         let (raw, _) = self.read_block(h, &[ty])?;
         let block = Arc::new(Block::new(raw).map_err(|m| self.corrupt(h, ty.region(), m))?);
         if let Some((cache, id)) = &self.opts.cache {
-            cache.insert(*id, h.offset, CachedBlock::Keyed(block.clone()));
+            cache.insert(*id, h.offset, ty, CachedBlock::Keyed(block.clone()));
         }
         Ok(block)
     }
@@ -260,14 +264,19 @@ impl<R: ReadAt> HFileReader<R> {
         };
         let h = chunk.handle;
         if let Some((cache, id)) = &self.opts.cache {
-            if let Some(CachedBlock::Bloom(b)) = cache.get(*id, h.offset) {
+            if let Some(CachedBlock::Bloom(b)) = cache.get(*id, h.offset, BlockType::BloomChunk) {
                 return Ok(b);
             }
         }
         let (raw, _) = self.read_block(h, &[BlockType::BloomChunk])?;
         let bits = Arc::new(raw);
         if let Some((cache, id)) = &self.opts.cache {
-            cache.insert(*id, h.offset, CachedBlock::Bloom(bits.clone()));
+            cache.insert(
+                *id,
+                h.offset,
+                BlockType::BloomChunk,
+                CachedBlock::Bloom(bits.clone()),
+            );
         }
         Ok(bits)
     }

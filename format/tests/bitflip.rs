@@ -28,7 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cellar_format::reader::{BlockCache, CachedBlock, ReaderOptions};
-use cellar_format::{verify, BloomType, CellKey, CompressionType, Error, HFileReader, Region};
+use cellar_format::{
+    verify, BlockType, BloomType, CellKey, CompressionType, Error, HFileReader, Region,
+};
 use common::{
     is_damage, options, sample_cells, scan_backward, scan_forward, write_file, Layout, Rows,
 };
@@ -40,10 +42,10 @@ type Got = Vec<(CellKey, Vec<u8>)>;
 struct MapCache(Mutex<HashMap<(u64, u64), CachedBlock>>);
 
 impl BlockCache for MapCache {
-    fn get(&self, cache_id: u64, offset: u64) -> Option<CachedBlock> {
+    fn get(&self, cache_id: u64, offset: u64, _ty: BlockType) -> Option<CachedBlock> {
         self.0.lock().unwrap().get(&(cache_id, offset)).cloned()
     }
-    fn insert(&self, cache_id: u64, offset: u64, block: CachedBlock) {
+    fn insert(&self, cache_id: u64, offset: u64, _ty: BlockType, block: CachedBlock) {
         self.0.lock().unwrap().insert((cache_id, offset), block);
     }
 }

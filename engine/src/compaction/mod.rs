@@ -97,6 +97,23 @@ pub struct FamilyPolicy {
     /// MIN_VERSIONS: when nonzero, expired files may still hold readable versions, so the TTL
     /// trigger does not apply.
     pub min_versions: u32,
+    /// KEEP_DELETED_CELLS is TRUE or TTL: a bottommost compaction may keep delete markers, so
+    /// the tombstone trigger leaves last-level files alone (rewriting one would not shrink it,
+    /// and the trigger would fire again on the output forever).
+    pub keep_deleted_cells: bool,
+}
+
+impl FamilyPolicy {
+    /// A family with no TTL, MIN_VERSIONS 0 and KEEP_DELETED_CELLS false (what the picker
+    /// assumes for a family it was given no policy for).
+    pub fn plain(family: FamilyId) -> Self {
+        FamilyPolicy {
+            family,
+            ttl: None,
+            min_versions: 0,
+            keep_deleted_cells: false,
+        }
+    }
 }
 
 /// Why a compaction was picked.
@@ -130,8 +147,9 @@ impl CompactionReason {
     }
 }
 
-/// One compaction: input files of one family from one or two adjacent levels (or every level,
-/// for a major compaction) merged into files of `output_level`.
+/// One compaction: input files of one family from one level, or from a level and the one it
+/// compacts into (adjacent, or L0 and the base level), or from every level for a major
+/// compaction, merged into files of `output_level` (see `picker`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionTask {
     /// The family compacted.

@@ -185,6 +185,8 @@ impl DbInner {
             }
             *self.sv.write() = Arc::new(next);
         }
+        self.update_pressure();
+        self.kick_compaction();
         let deleted = self.wal.delete_segments_before(gen.boundary)?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters

@@ -16,9 +16,15 @@
 //! - `manifest`: the manifest writer and state, behind one mutex; every metadata change is
 //!   logged durably before it is applied.
 //! - One background thread flushes frozen memstore generations, oldest first.
+//! - `compaction` ([`compact::CompactState`]): which files running compactions read, which
+//!   replaced files wait for deletion; `compaction.threads` background threads run tasks
+//!   (`compact`). Lock order: `compaction` before `switch` before `manifest`; the flush thread
+//!   never waits for compaction, so writers stopped by compaction debt always get unstuck.
 
+mod compact;
 mod flush;
 mod gate;
+mod graveyard;
 mod mutation;
 mod options;
 mod read;
@@ -30,17 +36,19 @@ mod write;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+pub use compact::{CompactionStats, LevelStats};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;
 
+use crate::cache::{CacheStats, FileCache, OpenFileStats, ShardedBlockCache};
 use crate::error::{Error, Result};
 use crate::fs::{FormatSource, LockGuard, SharedFs};
 use crate::manifest::{self, Manifest, ManifestState, TableEntry, VersionEdit};
@@ -50,7 +58,7 @@ use crate::schema::{validate_name, TableDescriptor, TableName};
 use crate::types::{FileNumber, SeqNo};
 use crate::visibility::Visibility;
 use crate::wal::{self, Wal};
-use cellar_format::HFileReader;
+use cellar_format::{BlockCache, HFileReader, ReaderOptions};
 use sv::SuperVersion;
 
 /// Sub-directory of the WAL segments.
@@ -126,6 +134,68 @@ pub struct Stats {
     pub oldest_snapshot: Option<SeqNo>,
     /// Live snapshots.
     pub live_snapshots: u64,
+    /// The block cache: capacity, usage, hits, misses, evictions, by block kind.
+    pub block_cache: CacheStats,
+    /// The open-file cache: files open, opens, hits, evictions.
+    pub open_files: OpenFileStats,
+    /// The memory budget the options amount to.
+    pub memory_budget: MemoryBudget,
+    /// Compaction: per level, dropped cells, stalls it caused.
+    pub compaction: CompactionStats,
+}
+
+/// The memory the options allow the two consumers that grow with use ([`Options::memory_budget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryBudget {
+    /// The block cache's capacity.
+    pub block_cache_bytes: u64,
+    /// The memstores' stop limit (active and frozen): writers wait above it.
+    pub memstore_bytes: u64,
+}
+
+impl MemoryBudget {
+    /// The whole budget.
+    pub fn total(&self) -> u64 {
+        self.block_cache_bytes.saturating_add(self.memstore_bytes)
+    }
+}
+
+impl Stats {
+    /// Bytes written to disk (flushes and compactions) per byte written by users.
+    pub fn write_amplification(&self) -> f64 {
+        let disk = self.flushed_bytes
+            + self
+                .compaction
+                .levels
+                .iter()
+                .map(|l| l.bytes_written)
+                .sum::<u64>();
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            disk as f64 / self.user_bytes_written as f64
+        }
+    }
+
+    /// Bytes of all live files per byte in the last non-empty level (1.0 when everything is
+    /// at the bottom; 0 with no files).
+    pub fn space_amplification(&self) -> f64 {
+        let total: u64 = self.compaction.levels.iter().map(|l| l.bytes).sum();
+        let last = self
+            .compaction
+            .levels
+            .iter()
+            .rev()
+            .map(|l| l.bytes)
+            .find(|&b| b > 0)
+            .unwrap_or(0);
+        if last == 0 {
+            0.0
+        } else {
+            total as f64 / last as f64
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -148,7 +218,10 @@ pub(crate) struct DbInner {
     visibility: Visibility,
     poisoned: Mutex<Option<String>>,
     snapshots: Mutex<snapshot::Registry>,
-    readers: Mutex<HashMap<FileNumber, Arc<HFileReader<FormatSource>>>>,
+    /// Open readers by file number, at most `max_open_files` (see `crate::cache`).
+    readers: FileCache<Arc<HFileReader<FormatSource>>>,
+    /// Decoded blocks of every reader, keyed by file number; `None` when turned off.
+    block_cache: Option<Arc<ShardedBlockCache>>,
     counters: Counters,
     shutdown: AtomicBool,
     /// Set when a SkipWal write lands in the active memstores: data no WAL holds, which a
@@ -156,6 +229,13 @@ pub(crate) struct DbInner {
     unlogged: AtomicBool,
     /// What WAL replay found at open.
     recovery: RecoveryReport,
+    compaction: Mutex<compact::CompactState>,
+    /// Signalled when compaction work may have appeared or a task ended.
+    compaction_cv: Condvar,
+    cstats: Mutex<CompactionStats>,
+    /// Write pressure from compaction debt (see `compact::update_pressure`).
+    pressure: AtomicU8,
+    rate_limiter: compact::RateLimiter,
 }
 
 /// What the WAL replay at open found.
@@ -182,11 +262,12 @@ pub struct Db {
     _flusher: Arc<FlusherHandle>,
 }
 
-/// Joins the flush thread when the last `Db` clone drops.
+/// Joins the flush and compaction threads when the last `Db` clone drops.
 #[derive(Debug)]
 struct FlusherHandle {
     inner: Arc<DbInner>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    compactors: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for FlusherHandle {
@@ -204,6 +285,12 @@ impl Drop for FlusherHandle {
             self.inner.flush_cv.notify_all();
         }
         if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+        // A running compaction finishes its task (its outputs are valid files); an
+        // interrupted one would only leave orphans for the next open to delete.
+        self.inner.kick_compaction();
+        for t in self.compactors.lock().drain(..) {
             let _ = t.join();
         }
     }
@@ -225,10 +312,23 @@ impl Db {
                 .spawn(move || worker.flush_loop())
                 .map_err(|e| Error::io(&inner.dir, "starting the flush thread", e))?
         };
+        let mut compactors = Vec::new();
+        for i in 0..inner.opts.compaction.threads {
+            let worker = inner.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("cellar-compact-{i}"))
+                .spawn(move || worker.compaction_loop())
+                .map_err(|e| Error::io(&inner.dir, "starting a compaction thread", e))?;
+            compactors.push(h);
+        }
         let flusher = Arc::new(FlusherHandle {
             inner: inner.clone(),
             thread: Mutex::new(Some(t)),
+            compactors: Mutex::new(compactors),
         });
+        // Compaction debt left by a crash resumes at once.
+        inner.update_pressure();
+        inner.kick_compaction();
         Ok(Db {
             inner,
             _flusher: flusher,
@@ -455,6 +555,46 @@ impl Db {
         })
     }
 
+    /// HBase's major compaction: flush, then rewrite every file of `family` (or of every
+    /// family of the table) into the last level, dropping what the purge rules allow at the
+    /// bottom — delete markers (unless KEEP_DELETED_CELLS or the purge delay keeps them), the
+    /// cells they mask, versions beyond VERSIONS, expired cells — but nothing a live snapshot
+    /// can still see. Returns when the result is installed.
+    pub fn major_compact(&self, table: &str, family: Option<&str>) -> Result<()> {
+        let name = TableName::parse(table)?;
+        self.inner.flush_and_wait()?;
+        let sv = self.inner.sv();
+        let t = sv
+            .tables
+            .get(&name)
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+        let ids: Vec<u32> = match family {
+            None => t.families.iter().map(|f| f.id).collect(),
+            Some(f) => vec![
+                t.family(f)
+                    .ok_or_else(|| Error::FamilyNotFound {
+                        table: name.to_string(),
+                        family: f.to_owned(),
+                    })?
+                    .id,
+            ],
+        };
+        drop(sv);
+        self.inner.major_compact(&ids)
+    }
+
+    /// Wait until no compaction runs and the picker finds nothing due (with
+    /// `compaction.threads == 0`, run the due compactions in this thread).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_for_compactions()
+    }
+
+    /// A human-readable report of the stats: levels, compaction, amplification, stalls,
+    /// caches, WAL.
+    pub fn stats_report(&self) -> String {
+        compact::report(&self.stats())
+    }
+
     /// Apply a batch of mutations on any rows and tables atomically; returns its sequence
     /// number.
     pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
@@ -632,6 +772,14 @@ impl DbInner {
             last_seq,
             "database opened"
         );
+        let opts_rate = opts.compaction.rate_limit_bytes_per_sec;
+        let readers = FileCache::new(opts.max_open_files);
+        let block_cache = (opts.block_cache_bytes > 0).then(|| {
+            Arc::new(ShardedBlockCache::new(
+                opts.block_cache_bytes as u64,
+                opts.block_cache_meta_ratio,
+            ))
+        });
         let inner = DbInner {
             dir: dir.to_path_buf(),
             fs,
@@ -647,12 +795,18 @@ impl DbInner {
             visibility: Visibility::new(last_seq),
             poisoned: Mutex::new(None),
             snapshots: Mutex::new(snapshot::Registry::new()),
-            readers: Mutex::new(HashMap::new()),
+            readers,
+            block_cache,
             counters: Counters::default(),
             shutdown: AtomicBool::new(false),
             unlogged: AtomicBool::new(false),
             recovery,
             wal,
+            compaction: Mutex::new(compact::CompactState::default()),
+            compaction_cv: Condvar::new(),
+            cstats: Mutex::new(CompactionStats::default()),
+            pressure: AtomicU8::new(0),
+            rate_limiter: compact::RateLimiter::new(opts_rate),
         };
         if replayed > 0 {
             // What the WAL held goes to files at once, so the segments can go.
@@ -718,8 +872,9 @@ impl DbInner {
 
     fn delete_files(&self, files: &[(u32, u32, FileNumber)]) {
         let mut dirs = Vec::new();
+        let numbers: Vec<FileNumber> = files.iter().map(|&(_, _, n)| n).collect();
+        self.evict_files(&numbers);
         for &(family, _, number) in files {
-            self.readers.lock().remove(&number);
             let p = manifest::hfile_path(&self.dir, family, number);
             if let Err(e) = self.fs.remove(&p) {
                 tracing::warn!(file = %p.display(), error = %e, "could not delete a dropped file");
@@ -732,22 +887,38 @@ impl DbInner {
         }
     }
 
-    /// An open reader of an HFile, cached by file number.
-    fn reader(&self, family: u32, number: FileNumber) -> Result<Arc<HFileReader<FormatSource>>> {
-        if let Some(r) = self.readers.lock().get(&number) {
-            return Ok(r.clone());
+    /// Drop deleted files from the open-file cache and their blocks from the block cache.
+    /// File numbers are never reused, so a block left behind could never be served for another
+    /// file; this gives its memory (and the file's descriptor) back now. Compaction calls it
+    /// for its inputs once they leave the version.
+    pub(crate) fn evict_files(&self, numbers: &[FileNumber]) {
+        for &n in numbers {
+            self.readers.evict(n);
         }
-        let path = manifest::hfile_path(&self.dir, family, number);
-        let file = self
-            .fs
-            .open(&path)
-            .map_err(|e| Error::io(&path, "opening an HFile", e))?;
-        let r = Arc::new(HFileReader::open(
-            FormatSource(file),
-            path.display().to_string(),
-        )?);
-        self.readers.lock().insert(number, r.clone());
-        Ok(r)
+        if let Some(c) = &self.block_cache {
+            c.evict_files(numbers);
+        }
+    }
+
+    /// An open reader of an HFile, from the open-file cache (opened on a miss, with no cache
+    /// lock held meanwhile), reading its blocks through the block cache.
+    fn reader(&self, family: u32, number: FileNumber) -> Result<Arc<HFileReader<FormatSource>>> {
+        self.readers.get_or_open(number, || {
+            let path = manifest::hfile_path(&self.dir, family, number);
+            let file = self
+                .fs
+                .open(&path)
+                .map_err(|e| Error::io(&path, "opening an HFile", e))?;
+            let opts = ReaderOptions {
+                cache: self
+                    .block_cache
+                    .as_ref()
+                    .map(|c| (c.clone() as Arc<dyn BlockCache>, number)),
+                ..ReaderOptions::default()
+            };
+            let r = HFileReader::open_with(FormatSource(file), path.display().to_string(), opts)?;
+            Ok(Arc::new(r))
+        })
     }
 
     fn stats(&self) -> Stats {
@@ -781,6 +952,16 @@ impl DbInner {
             recovery: self.recovery.clone(),
             oldest_snapshot,
             live_snapshots,
+            compaction: self.compaction_stats(),
+            block_cache: self
+                .block_cache
+                .as_ref()
+                .map_or_else(CacheStats::default, |c| c.stats()),
+            open_files: self.readers.stats(),
+            memory_budget: MemoryBudget {
+                block_cache_bytes: self.opts.block_cache_bytes as u64,
+                memstore_bytes: self.opts.stop_write_buffer_size as u64,
+            },
         }
     }
 }

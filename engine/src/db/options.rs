@@ -40,12 +40,27 @@ pub struct Options {
     pub manifest: ManifestOptions,
     /// Compaction and the write back-pressure that follows from it.
     pub compaction: CompactionOptions,
+    /// Bytes of decoded blocks the block cache holds; 0 turns the cache off. Default 256 MiB:
+    /// half of the default [`Options::memory_budget`] of 512 MiB, whose other half is the
+    /// memstores' stop limit (4 × the 64 MiB write buffer).
+    pub block_cache_bytes: usize,
+    /// Share of `block_cache_bytes` reserved for index and bloom blocks, which data blocks
+    /// cannot evict (default 0.25; 0 shares one pool). See [`crate::cache`].
+    pub block_cache_meta_ratio: f64,
+    /// Most HFiles kept open at once (default 1000, LevelDB's default; with the WAL, the
+    /// manifest and readers still in use after eviction the process needs a few more
+    /// descriptors than this, so lower it under a 1024 descriptor limit). A Get or scan keeps
+    /// using a file evicted meanwhile; the next read reopens it.
+    pub max_open_files: usize,
 }
+
+/// Default [`Options::memory_budget`]: 512 MiB.
+const DEFAULT_MEMORY_BUDGET: usize = 512 << 20;
 
 impl Default for Options {
     fn default() -> Self {
         let wbs = 64 << 20;
-        Options {
+        let opts = Options {
             fs: Arc::new(RealFs),
             create_if_missing: true,
             error_if_exists: false,
@@ -59,7 +74,12 @@ impl Default for Options {
             wal_recovery: RecoveryMode::default(),
             manifest: ManifestOptions::default(),
             compaction: CompactionOptions::default(),
-        }
+            block_cache_bytes: 256 << 20,
+            block_cache_meta_ratio: 0.25,
+            max_open_files: 1000,
+        };
+        debug_assert_eq!(opts.memory_budget_bytes(), DEFAULT_MEMORY_BUDGET as u64);
+        opts
     }
 }
 
@@ -70,6 +90,30 @@ impl Options {
         self.slowdown_write_buffer_size = 3 * bytes;
         self.stop_write_buffer_size = 4 * bytes;
         self
+    }
+
+    /// Split one memory budget between the block cache and the memstores, the two consumers
+    /// that grow with use:
+    /// - half to the block cache (`block_cache_bytes`);
+    /// - half to the memstores: it is their stop limit (`stop_write_buffer_size`, where writers
+    ///   stop until flushes catch up), so `write_buffer_size` is an eighth of the budget and
+    ///   the slowdown limit three eighths.
+    ///
+    /// The even split is HBase's (40% of the heap to the block cache, 40% to memstores); the
+    /// default options are `memory_budget(512 MiB)`. Not counted: open file handles and the
+    /// root index and bloom meta each open reader keeps (bounded by `max_open_files`), and the
+    /// blocks a running scan holds.
+    pub fn memory_budget(mut self, bytes: usize) -> Self {
+        let cache = bytes / 2;
+        let wbs = (bytes - cache) / 4;
+        self.block_cache_bytes = cache;
+        self.write_buffer_size(wbs)
+    }
+
+    /// The memory budget these options amount to: the block cache plus the memstores' stop
+    /// limit.
+    pub fn memory_budget_bytes(&self) -> u64 {
+        (self.block_cache_bytes as u64).saturating_add(self.stop_write_buffer_size as u64)
     }
 }
 

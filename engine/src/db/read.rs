@@ -31,10 +31,13 @@ use crate::types::{now_ms, CellIter, FileMeta, SeqNo, Timestamp};
 /// Rows a scan reads per refill: each refill re-seeks every source once.
 const SCAN_BATCH_ROWS: usize = 256;
 
-/// Which rows a read covers, for skipping files by key range.
+/// Which rows a read covers, for skipping files by key range: `[start, stop)` in row order
+/// whatever the direction of travel (a reversed scan's span runs from its stop row up to where
+/// it resumes).
 struct RowSpan<'a> {
+    /// Inclusive low end; empty is unbounded.
     start: &'a [u8],
-    /// Exclusive end; `None` is unbounded.
+    /// Exclusive high end; `None` is unbounded.
     stop: Option<&'a [u8]>,
     inclusive_stop: bool,
 }
@@ -53,6 +56,14 @@ impl RowSpan<'_> {
             None => true,
         }
     }
+}
+
+/// The smallest row after `row`.
+fn successor(row: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(row.len() + 1);
+    next.extend_from_slice(row);
+    next.push(0);
+    next
 }
 
 fn time_overlaps(f: &FileMeta, range: &TimeRange) -> bool {
@@ -144,6 +155,14 @@ impl DbInner {
         }
         Ok((!cells.is_empty()).then(|| Row::new(get.row.clone(), cells)))
     }
+}
+
+/// The row of an encoded key, without parsing the rest: gathering a row backward compares
+/// every cell's row. A malformed key yields `None` (or a row that the full parse in
+/// resolution then refuses), which ends the row; the next row's parse reports it.
+fn key_row(key: &[u8]) -> Option<&[u8]> {
+    let len = u16::from_le_bytes([*key.first()?, *key.get(1)?]) as usize;
+    key.get(2..2 + len)
 }
 
 fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
@@ -293,9 +312,64 @@ fn advance(merge: &mut MergeIter<'_>, skip: Option<Vec<u8>>) -> Result<()> {
     }
 }
 
+/// Where a scan's next refill starts.
+#[derive(Debug, Clone)]
+enum Resume {
+    /// Forward, at this row (inclusive).
+    From(Vec<u8>),
+    /// Reversed, at the last row before this one; `None` is the table's last row.
+    Below(Option<Vec<u8>>),
+}
+
+/// The raw cells of one row, gathered by a reversed scan in descending key order and handed
+/// to resolution in ascending order. Keys and values live in two reused buffers, so a row costs
+/// no allocation per cell.
+#[derive(Debug, Default)]
+struct RowCells {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    /// End of each cell's key and value in the buffers, in the order gathered.
+    ends: Vec<(usize, usize)>,
+}
+
+impl RowCells {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.values.clear();
+        self.ends.clear();
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.keys.extend_from_slice(key);
+        self.values.extend_from_slice(value);
+        self.ends.push((self.keys.len(), self.values.len()));
+    }
+
+    /// The cells in ascending key order (the reverse of how they were gathered).
+    fn ascending(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        (0..self.ends.len()).rev().map(move |i| {
+            let (k0, v0) = i
+                .checked_sub(1)
+                .and_then(|j| self.ends.get(j))
+                .copied()
+                .unwrap_or((0, 0));
+            let (k1, v1) = self.ends.get(i).copied().unwrap_or((k0, v0));
+            (
+                self.keys.get(k0..k1).unwrap_or_default(),
+                self.values.get(v0..v1).unwrap_or_default(),
+            )
+        })
+    }
+}
+
 /// Rows of a scan, read in batches at one read point over one super-version: the scan sees one
 /// snapshot from its first row to its last, whatever writes, flushes or schema changes happen
 /// meanwhile.
+///
+/// A reversed scan walks the merge backward one row at a time: it gathers the row's raw
+/// cells (which arrive in descending key order), then feeds them to the same resolution,
+/// filter and batching as a forward scan in ascending order, so a row reads the same in both
+/// directions.
 #[derive(Debug)]
 pub struct ScanIter {
     db: Arc<DbInner>,
@@ -304,8 +378,8 @@ pub struct ScanIter {
     scan: Scan,
     read_point: SeqNo,
     now: Timestamp,
-    /// Row to resume at; `None` once the end is reached.
-    resume: Option<Vec<u8>>,
+    /// Where to resume; `None` once the end is reached.
+    resume: Option<Resume>,
     /// Rows (or chunks of rows, under `batch`) read ahead, each marked true when it is the
     /// first chunk of its row, so that `limit` counts rows.
     buffer: VecDeque<(Row, bool)>,
@@ -326,11 +400,25 @@ impl ScanIter {
         let sv = db.sv();
         let t = table_info(&sv, table)?;
         selected_families(&t, &scan.selection)?;
-        let eval = scan.filter.as_ref().map(FilterEval::new);
+        let eval = scan.filter.as_ref().map(|f| {
+            if scan.reversed {
+                FilterEval::reversed(f)
+            } else {
+                FilterEval::new(f)
+            }
+        });
+        let start = &scan.start_row;
+        let resume = match (scan.reversed, scan.exclusive_start) {
+            (false, false) => Resume::From(start.clone()),
+            (false, true) => Resume::From(successor(start)),
+            (true, _) if start.is_empty() => Resume::Below(None),
+            (true, false) => Resume::Below(Some(successor(start))),
+            (true, true) => Resume::Below(Some(start.clone())),
+        };
         Ok(ScanIter {
             eval,
             cells_read: 0,
-            resume: Some(scan.start_row.clone()),
+            resume: Some(resume),
             db,
             sv,
             table: t,
@@ -355,9 +443,14 @@ impl ScanIter {
     }
 
     fn refill(&mut self) -> Result<()> {
-        let Some(start) = self.resume.take() else {
-            return Ok(());
-        };
+        match self.resume.take() {
+            None => Ok(()),
+            Some(Resume::From(start)) => self.refill_forward(start),
+            Some(Resume::Below(below)) => self.refill_reversed(below),
+        }
+    }
+
+    fn refill_forward(&mut self, start: Vec<u8>) -> Result<()> {
         let fams = selected_families(&self.table, &self.scan.selection)?;
         let span = RowSpan {
             start: &start,
@@ -392,7 +485,7 @@ impl ScanIter {
                     );
                 }
                 if rows >= SCAN_BATCH_ROWS {
-                    self.resume = Some(key.row.to_vec());
+                    self.resume = Some(Resume::From(key.row.to_vec()));
                     return Ok(());
                 }
                 if let Some(e) = self.eval.as_mut() {
@@ -422,6 +515,78 @@ impl ScanIter {
                 self.eval.as_mut(),
                 self.scan.batch,
                 done,
+                cells,
+            );
+        }
+        Ok(())
+    }
+
+    /// Read up to [`SCAN_BATCH_ROWS`] rows backward from the last row before `below` (`None`:
+    /// the table's last row).
+    fn refill_reversed(&mut self, below: Option<Vec<u8>>) -> Result<()> {
+        let fams = selected_families(&self.table, &self.scan.selection)?;
+        let span = RowSpan {
+            start: &self.scan.stop_row,
+            stop: below.as_deref(),
+            inclusive_stop: false,
+        };
+        let readers =
+            self.db
+                .candidate_files(&self.sv, &fams, &span, &self.scan.time_range, false)?;
+        let mut merge = merge_over(&self.sv, &fams, &readers);
+        match &below {
+            Some(b) => merge.seek_for_prev(&CellKey::first_on_row(b).encode())?,
+            None => merge.seek_to_last()?,
+        }
+        let (scan, rp, now) = (&self.scan, self.read_point, self.now);
+        let mut resolvers = Resolvers::new(&self.table, |name| {
+            ReadParams::for_scan(scan, name, rp, now)
+        });
+        // One row's raw cells at a time, in a buffer reused from row to row.
+        let mut raw = RowCells::default();
+        let mut rows = 0usize;
+        while merge.valid() {
+            let row = parse(merge.key())?.row.to_vec();
+            if self.scan.past_stop(&row) {
+                break;
+            }
+            if rows >= SCAN_BATCH_ROWS {
+                self.resume = Some(Resume::Below(Some(successor(&row))));
+                return Ok(());
+            }
+            if let Some(e) = self.eval.as_mut() {
+                match e.check_row(&row) {
+                    RowCheck::Include => {}
+                    RowCheck::SeekTo(hint) => {
+                        // Every row left is below the hint. `resume` is already taken:
+                        // returning ends the scan.
+                        if self.scan.past_stop(&hint) {
+                            return Ok(());
+                        }
+                        merge.seek_for_prev(&CellKey::first_on_row(&hint).encode())?;
+                        continue;
+                    }
+                    RowCheck::Done => return Ok(()),
+                }
+            }
+            // Column skips save nothing here: the row's cells are all gathered anyway, since
+            // the first one reached is its last.
+            raw.clear();
+            while merge.valid() && key_row(merge.key()) == Some(row.as_slice()) {
+                raw.push(merge.key(), merge.value());
+                merge.prev()?;
+            }
+            resolvers.reset();
+            let mut cells = Vec::new();
+            for (k, v) in raw.ascending() {
+                self.cells_read += 1;
+                resolvers.push(&parse(k)?, v, &mut cells)?;
+            }
+            rows += emit(
+                &mut self.buffer,
+                self.eval.as_mut(),
+                self.scan.batch,
+                row,
                 cells,
             );
         }

@@ -280,6 +280,9 @@ impl DbInner {
                     self.flush_cv.wait_for(&mut g, Duration::from_millis(50));
                 }
                 None => {
+                    if self.compaction_stall(&mut stalled_since) {
+                        continue;
+                    }
                     if let Some(since) = stalled_since {
                         let us = since.elapsed().as_micros() as u64;
                         self.counters.stall_micros.fetch_add(us, Ordering::Relaxed);

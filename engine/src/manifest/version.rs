@@ -75,6 +75,33 @@ impl Version {
     pub fn num_files(&self) -> usize {
         self.all_files().count()
     }
+
+    /// A version of exactly `files`, each in its family at its level, ordered as the manifest
+    /// orders them (L0 newest first by `max_seq` then number; deeper levels by smallest key).
+    /// For simulators, tools and tests: nothing else is checked (levels ≥ 1 may overlap, numbers
+    /// repeat), except that a file at a level of [`NUM_LEVELS`] or more is left out.
+    pub fn from_files<F: Into<Arc<FileMeta>>>(files: impl IntoIterator<Item = F>) -> Version {
+        let mut families: BTreeMap<FamilyId, Levels> = BTreeMap::new();
+        for f in files {
+            let f: Arc<FileMeta> = f.into();
+            let levels = families
+                .entry(f.family)
+                .or_insert_with(|| vec![Vec::new(); NUM_LEVELS]);
+            if let Some(files) = levels.get_mut(f.level as usize) {
+                files.push(f);
+            }
+        }
+        for levels in families.values_mut() {
+            for (level, files) in levels.iter_mut().enumerate() {
+                if level == 0 {
+                    files.sort_by_key(|f| std::cmp::Reverse((f.max_seq, f.number)));
+                } else {
+                    files.sort_by(|a, b| compare_keys(&a.smallest, &b.smallest));
+                }
+            }
+        }
+        Version { families }
+    }
 }
 
 /// Everything the manifest knows. See the module docs for invariants.

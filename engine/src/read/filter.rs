@@ -25,10 +25,21 @@
 //!    the values of the cells it lets through; [`Filter::Page`] ends the scan once `n` rows
 //!    have been accepted by the whole filter (a Page inside an Or only stops contributing).
 //!
+//! # Reversed scans
+//! A reversed scan meets rows in descending order, so the row-key stage's hints point the
+//! other way: a failing row's hint is then an exclusive *upper* bound, "no row at or after
+//! this one can match", and the scan seeks to the last row before it. [`FilterEval::reversed`]
+//! makes the evaluation direction-aware: a RowPrefix row past the prefix hints at the end of
+//! the prefix's rows, a row before it ends the scan; RowRanges hint at the stop of the nearest
+//! range below; an And takes its lowest hint and an Or its highest (the furthest and nearest
+//! in the direction of travel). Page counts rows in the order they are returned. The cell,
+//! post-row and transform stages see one row at a time, in forward cell order, and do not
+//! depend on direction.
+//!
 //! And evaluates its children in order and stops at the first that rejects a cell; Or asks
 //! every child (so each child's state, e.g. FirstKeyOnly's, sees every cell).
 
-use crate::read::query::Cell;
+use crate::read::query::{prefix_end, Cell};
 use cellar_format::CellType;
 
 /// A bytewise comparison (HBase's `CompareOperator` with a `BinaryComparator`): a cell passes
@@ -126,8 +137,11 @@ pub enum RowCheck {
     /// The row may match: read and resolve it.
     Include,
     /// The row cannot match, nor can any row before this one (always after the row checked).
+    /// In a reversed evaluation: no row at or after this one can match (always at or before
+    /// the row checked); the scan continues with the last row before it.
     SeekTo(Vec<u8>),
-    /// Neither this row nor any later one can match: the scan is over.
+    /// Neither this row nor any later one (in the direction of travel) can match: the scan is
+    /// over.
     Done,
 }
 
@@ -238,17 +252,35 @@ impl Node {
     }
 
     /// Row-key stage: set and return this node's state for `row`; `accepted` is the number of
-    /// rows the whole filter has accepted so far (for Page). Also resets per-row state.
-    fn check_row(&mut self, row: &[u8], accepted: usize) -> RowState {
+    /// rows the whole filter has accepted so far (for Page). Also resets per-row state. When
+    /// `reversed`, a failure's hint is an exclusive upper bound (see the module docs).
+    fn check_row(&mut self, row: &[u8], accepted: usize, reversed: bool) -> RowState {
         let state = match &mut self.kind {
             Kind::RowPrefix(p) => {
                 if row.starts_with(p) {
                     RowState::Pass
-                } else if row < p.as_slice() {
-                    RowState::Fail(Some(p.clone()))
+                } else if (row < p.as_slice()) != reversed {
+                    // Before the prefix's rows going forward, after them going backward.
+                    if reversed {
+                        // `prefix_end` is `None` only when every row after the prefix has it,
+                        // which this row does not: unreachable, but skipping just this row
+                        // is the safe answer.
+                        RowState::Fail(Some(prefix_end(p).unwrap_or_else(|| row.to_vec())))
+                    } else {
+                        RowState::Fail(Some(p.clone()))
+                    }
                 } else {
-                    // Past every row with the prefix (rows sort bytewise).
+                    // Past every row with the prefix in the direction of travel.
                     RowState::Fail(None)
+                }
+            }
+            Kind::RowRanges(ranges) if reversed => {
+                // Last range starting at or before `row` (starts ascend).
+                let i = ranges.partition_point(|(start, _)| start.as_slice() <= row);
+                match i.checked_sub(1).and_then(|i| ranges.get(i)) {
+                    None => RowState::Fail(None),
+                    Some((_, stop)) if stop.is_empty() || row < stop.as_slice() => RowState::Pass,
+                    Some((_, stop)) => RowState::Fail(Some(stop.clone())),
                 }
             }
             Kind::RowRanges(ranges) => {
@@ -284,14 +316,16 @@ impl Node {
                 let mut all_pass = true;
                 let mut fail: Option<Option<Vec<u8>>> = None;
                 for c in children.iter_mut() {
-                    match c.check_row(row, accepted) {
+                    match c.check_row(row, accepted, reversed) {
                         RowState::Pass => {}
                         RowState::Maybe => all_pass = false,
                         RowState::Fail(hint) => {
-                            // Rows before the furthest hint fail that child, so fail the And.
+                            // Rows before the furthest hint (in the direction of travel) fail
+                            // that child, so fail the And.
                             fail = Some(match (fail.take(), hint) {
                                 (None, h) => h,
                                 (Some(None), _) | (Some(_), None) => None,
+                                (Some(Some(a)), Some(b)) if reversed => Some(a.min(b)),
                                 (Some(Some(a)), Some(b)) => Some(a.max(b)),
                             });
                         }
@@ -309,7 +343,7 @@ impl Node {
                 // Nearest hint among failing children; `None` = none can match again.
                 let mut hint: Option<Vec<u8>> = None;
                 for c in children.iter_mut() {
-                    match c.check_row(row, accepted) {
+                    match c.check_row(row, accepted, reversed) {
                         RowState::Pass => {
                             any_pass = true;
                             all_fail = false;
@@ -318,6 +352,7 @@ impl Node {
                         RowState::Fail(h) => {
                             if let Some(h) = h {
                                 hint = Some(match hint.take() {
+                                    Some(cur) if reversed => cur.max(h),
                                     Some(cur) => cur.min(h),
                                     None => h,
                                 });
@@ -429,6 +464,8 @@ pub struct FilterEval {
     root: Node,
     /// Rows the filter has accepted (returned non-empty), for Page.
     accepted: usize,
+    /// Rows come in descending order: hints bound from above.
+    reversed: bool,
 }
 
 impl FilterEval {
@@ -437,6 +474,15 @@ impl FilterEval {
         FilterEval {
             root: Node::compile(filter),
             accepted: 0,
+            reversed: false,
+        }
+    }
+
+    /// Fresh state for `filter` in a reversed scan (see the module docs).
+    pub fn reversed(filter: &Filter) -> Self {
+        FilterEval {
+            reversed: true,
+            ..FilterEval::new(filter)
         }
     }
 
@@ -447,8 +493,12 @@ impl FilterEval {
 
     /// Row-key stage for a row about to be read.
     pub fn check_row(&mut self, row: &[u8]) -> RowCheck {
-        match self.root.check_row(row, self.accepted) {
+        match self.root.check_row(row, self.accepted, self.reversed) {
             RowState::Pass | RowState::Maybe => RowCheck::Include,
+            RowState::Fail(Some(h)) if self.reversed => {
+                // A hint must move backward; skipping just this row is always safe.
+                RowCheck::SeekTo(if h.as_slice() <= row { h } else { row.to_vec() })
+            }
             RowState::Fail(Some(h)) if h.as_slice() > row => RowCheck::SeekTo(h),
             RowState::Fail(Some(_)) => {
                 // Defensive: a hint must move forward; fall back to the next possible row.
@@ -553,6 +603,42 @@ mod tests {
         assert_eq!(e.check_row(b"z"), RowCheck::Include);
         let out = e.finish_row(vec![cell("a", 1, "x"), cell("b", 1, "y")]);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn reversed_hints_bound_from_above() {
+        let mut e = FilterEval::reversed(&Filter::RowPrefix(b"b".to_vec()));
+        assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"c".to_vec()));
+        assert_eq!(e.check_row(b"c5"), RowCheck::SeekTo(b"c".to_vec()));
+        assert_eq!(e.check_row(b"b9"), RowCheck::Include);
+        assert_eq!(e.check_row(b"a"), RowCheck::Done);
+        let ranges = Filter::RowRanges(vec![
+            (b"c".to_vec(), b"e".to_vec()),
+            (b"m".to_vec(), b"p".to_vec()),
+        ]);
+        let mut e = FilterEval::reversed(&ranges);
+        assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"p".to_vec()));
+        assert_eq!(e.check_row(b"o"), RowCheck::Include);
+        assert_eq!(e.check_row(b"g"), RowCheck::SeekTo(b"e".to_vec()));
+        assert_eq!(e.check_row(b"c"), RowCheck::Include);
+        assert_eq!(e.check_row(b"b"), RowCheck::Done);
+        // And: the lowest hint; Or: the highest.
+        let and = Filter::and([
+            Filter::RowPrefix(b"b".to_vec()),
+            Filter::RowRanges(vec![(b"b5".to_vec(), b"b7".to_vec())]),
+        ]);
+        let mut e = FilterEval::reversed(&and);
+        assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"b7".to_vec()));
+        assert_eq!(e.check_row(b"b6"), RowCheck::Include);
+        assert_eq!(e.check_row(b"b4"), RowCheck::Done);
+        let or = Filter::or([
+            Filter::RowPrefix(b"b".to_vec()),
+            Filter::RowPrefix(b"d".to_vec()),
+        ]);
+        let mut e = FilterEval::reversed(&or);
+        assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"e".to_vec()));
+        assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"c".to_vec()));
+        assert_eq!(e.check_row(b"a"), RowCheck::Done);
     }
 
     #[test]

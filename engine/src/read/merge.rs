@@ -6,6 +6,12 @@
 //! key as the top, so a cell present in two sources (a memstore being flushed and the file it
 //! became, say) is yielded once.
 //!
+//! Backward (after `seek_for_prev`, `seek_to_last` or a `prev` that turns around) the heap
+//! orders by key descending instead, still newest source first at equal keys, so a reversed
+//! scan sees exactly the cells a forward one does, in the opposite order. Turning around
+//! re-positions every source relative to the current key (RocksDB's `MergingIterator` does the
+//! same); a reversed scan never turns, it only seeks backward.
+//!
 //! The heap holds indices rather than keys so that no key is copied: comparisons borrow the
 //! sources' current keys. A tournament tree would halve comparisons per step for large fan-in,
 //! but a read merges a handful of sources and `next` usually leaves the top in place after two
@@ -22,8 +28,11 @@ use crate::types::CellIter;
 /// A k-way merge of [`CellIter`]s, itself a [`CellIter`].
 pub struct MergeIter<'a> {
     sources: Vec<Box<dyn CellIter + 'a>>,
-    /// Indices of the valid sources, a min-heap by (key, index).
+    /// Indices of the valid sources, a min-heap by (key, index), or by (key descending,
+    /// index) when moving backward.
     heap: Vec<usize>,
+    /// Direction of travel: which order the heap keeps.
+    forward: bool,
 }
 
 impl std::fmt::Debug for MergeIter<'_> {
@@ -40,7 +49,11 @@ impl<'a> MergeIter<'a> {
     /// until a seek.
     pub fn new(sources: Vec<Box<dyn CellIter + 'a>>) -> Self {
         let heap = Vec::with_capacity(sources.len());
-        MergeIter { sources, heap }
+        MergeIter {
+            sources,
+            heap,
+            forward: true,
+        }
     }
 
     /// Number of sources merged.
@@ -54,10 +67,19 @@ impl<'a> MergeIter<'a> {
         self.heap.first().copied()
     }
 
-    /// Order of two heap entries: by current key, then newest source first.
+    /// Order of two heap entries: by current key in the direction of travel, then newest
+    /// source first.
     fn cmp(&self, a: usize, b: usize) -> Ordering {
         match (self.sources.get(a), self.sources.get(b)) {
-            (Some(x), Some(y)) => compare_cells(x.key(), y.key()).then(a.cmp(&b)),
+            (Some(x), Some(y)) => {
+                let by_key = compare_cells(x.key(), y.key());
+                let by_key = if self.forward {
+                    by_key
+                } else {
+                    by_key.reverse()
+                };
+                by_key.then(a.cmp(&b))
+            }
             _ => a.cmp(&b),
         }
     }
@@ -130,10 +152,10 @@ impl<'a> MergeIter<'a> {
             .map_or(&[][..], |s| s.key())
     }
 
-    /// Advance every other source positioned on the top's key.
+    /// Move every other source positioned on the top's key on, in the direction of travel.
     ///
     /// Entries with a key equal to the top's form a subtree containing the root (a parent is
-    /// never greater than its child), so while one exists a child of the root has it.
+    /// never after its child), so while one exists a child of the root has it.
     fn skip_duplicates_of_top(&mut self) -> Result<()> {
         loop {
             let dup = [1, 2]
@@ -149,8 +171,10 @@ impl<'a> MergeIter<'a> {
     }
 
     fn advance_source(&mut self, s: usize) -> Result<()> {
+        let forward = self.forward;
         let r = match self.sources.get_mut(s) {
-            Some(src) => src.next(),
+            Some(src) if forward => src.next(),
+            Some(src) => src.prev(),
             None => Ok(()),
         };
         if r.is_err() {
@@ -172,31 +196,79 @@ impl<'a> MergeIter<'a> {
         self.skip_duplicates_of_top()
     }
 
-    fn position_all(&mut self, mut f: impl FnMut(&mut dyn CellIter) -> Result<()>) -> Result<()> {
+    fn position_all(
+        &mut self,
+        forward: bool,
+        mut f: impl FnMut(&mut dyn CellIter) -> Result<()>,
+    ) -> Result<()> {
         self.heap.clear();
+        self.forward = forward;
         for s in &mut self.sources {
             f(s.as_mut())?;
         }
         self.rebuild()
     }
-}
 
-impl CellIter for MergeIter<'_> {
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.position_all(|s| s.seek(target))
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.position_all(|s| s.seek_to_first())
-    }
-
-    fn next(&mut self) -> Result<()> {
+    /// Move the top source on in the direction of travel.
+    fn step(&mut self) -> Result<()> {
         let Some(&top) = self.heap.first() else {
             return Ok(());
         };
         self.advance_source(top)?;
         self.reposition(0);
         self.skip_duplicates_of_top()
+    }
+
+    /// Turn around at the current key: every source is placed on its first key past the
+    /// current one in the new direction (the top included, so the current key is left).
+    fn turn(&mut self, forward: bool) -> Result<()> {
+        let current = self.key().to_vec();
+        self.position_all(forward, |s| {
+            if forward {
+                s.seek(&current)?;
+                if s.valid() && compare_keys(s.key(), &current) == Ordering::Equal {
+                    s.next()?;
+                }
+            } else {
+                s.seek_for_prev(&current)?;
+                if s.valid() && compare_keys(s.key(), &current) == Ordering::Equal {
+                    s.prev()?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl CellIter for MergeIter<'_> {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.position_all(true, |s| s.seek(target))
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.position_all(false, |s| s.seek_for_prev(target))
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.position_all(true, |s| s.seek_to_first())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.position_all(false, |s| s.seek_to_last())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if !self.forward && self.valid() {
+            return self.turn(true);
+        }
+        self.step()
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if self.forward && self.valid() {
+            return self.turn(false);
+        }
+        self.step()
     }
 
     fn valid(&self) -> bool {
@@ -212,6 +284,13 @@ impl CellIter for MergeIter<'_> {
             .first()
             .and_then(|&s| self.sources.get(s))
             .map_or(&[][..], |s| s.value())
+    }
+
+    fn tags(&self) -> &[u8] {
+        self.heap
+            .first()
+            .and_then(|&s| self.sources.get(s))
+            .map_or(&[][..], |s| s.tags())
     }
 }
 
@@ -243,7 +322,7 @@ impl<'r, R: ReadAt> HFileCellIter<'r, R> {
         HFileCellIter { inner }
     }
 
-    /// The wrapped cursor, for what the trait does not expose (tags, `prev`).
+    /// The wrapped cursor, for what the trait does not expose (tags).
     pub fn inner_mut(&mut self) -> &mut HFileIter<'r, R> {
         &mut self.inner
     }
@@ -256,12 +335,26 @@ impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
         Ok(self.inner.seek(&k)?)
     }
 
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let k = KeyRef::parse(target)
+            .map_err(|m| Error::InvalidArgument(format!("seek target is not a cell key: {m}")))?;
+        Ok(self.inner.seek_for_prev(&k)?)
+    }
+
     fn seek_to_first(&mut self) -> Result<()> {
         Ok(self.inner.seek_to_first()?)
     }
 
+    fn seek_to_last(&mut self) -> Result<()> {
+        Ok(self.inner.seek_to_last()?)
+    }
+
     fn next(&mut self) -> Result<()> {
         Ok(self.inner.next()?)
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        Ok(self.inner.prev()?)
     }
 
     fn valid(&self) -> bool {
@@ -274,6 +367,10 @@ impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
 
     fn value(&self) -> &[u8] {
         self.inner.value()
+    }
+
+    fn tags(&self) -> &[u8] {
+        self.inner.tags()
     }
 }
 
@@ -313,8 +410,26 @@ impl CellIter for VecCellIter {
         Ok(())
     }
 
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let after = self
+            .entries
+            .partition_point(|(k, _)| compare_keys(k, target) != Ordering::Greater);
+        // One before the first key past the target; none (invalid) when that is the first.
+        self.pos = after.checked_sub(1).unwrap_or(self.entries.len());
+        Ok(())
+    }
+
     fn seek_to_first(&mut self) -> Result<()> {
         self.pos = 0;
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.pos = self
+            .entries
+            .len()
+            .checked_sub(1)
+            .unwrap_or(self.entries.len());
         Ok(())
     }
 
@@ -322,6 +437,15 @@ impl CellIter for VecCellIter {
         if self.pos < self.entries.len() {
             self.pos += 1;
         }
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        self.pos = match self.pos {
+            0 => self.entries.len(),
+            p if p < self.entries.len() => p - 1,
+            p => p,
+        };
         Ok(())
     }
 
@@ -399,12 +523,91 @@ mod tests {
     }
 
     #[test]
+    fn vec_source_backward_matches_a_sorted_model() {
+        let mut model: Vec<Vec<u8>> = (0..30u64)
+            .map(|i| k(&format!("r{}", i / 3), i % 3, i))
+            .collect();
+        model.sort_by(|a, b| compare_keys(a, b));
+        let mut it = VecCellIter::new(model.iter().map(|x| (x.clone(), Vec::new())).collect());
+        it.seek_to_last().unwrap();
+        let mut back = Vec::new();
+        while it.valid() {
+            back.push(it.key().to_vec());
+            it.prev().unwrap();
+        }
+        back.reverse();
+        assert_eq!(back, model);
+        // seek_for_prev lands on the last key <= the target, stored or a search key.
+        for row in ["r", "r0", "r3", "r5", "r9", "s"] {
+            let t = CellKey::first_on_row(row.as_bytes()).encode();
+            it.seek_for_prev(&t).unwrap();
+            let want = model.iter().rev().find(|x| compare_keys(x, &t).is_le());
+            assert_eq!(it.valid().then(|| it.key().to_vec()).as_ref(), want);
+        }
+        for (i, x) in model.iter().enumerate() {
+            it.seek_for_prev(x).unwrap();
+            assert_eq!(it.key(), x.as_slice());
+            it.prev().unwrap();
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                i.checked_sub(1).map(|j| model[j].clone())
+            );
+        }
+        let mut empty = VecCellIter::new(Vec::new());
+        empty.seek_to_last().unwrap();
+        assert!(!empty.valid());
+        empty.seek_for_prev(&model[0]).unwrap();
+        assert!(!empty.valid());
+    }
+
+    #[test]
+    fn backward_merge_yields_equal_keys_once_from_the_newest_source() {
+        let newer = VecCellIter::new(vec![
+            (k("a", 1, 5), b"new".to_vec()),
+            (k("c", 1, 7), b"c".to_vec()),
+        ]);
+        let older = VecCellIter::new(vec![
+            (k("a", 1, 5), b"old".to_vec()),
+            (k("b", 1, 1), b"b".to_vec()),
+            (k("c", 1, 7), b"old-c".to_vec()),
+        ]);
+        let mut m = MergeIter::new(vec![Box::new(newer), Box::new(older)]);
+        m.seek_to_last().unwrap();
+        let mut got = Vec::new();
+        while m.valid() {
+            got.push((m.key().to_vec(), m.value().to_vec(), m.current_source()));
+            m.prev().unwrap();
+        }
+        assert_eq!(
+            got,
+            vec![
+                (k("c", 1, 7), b"c".to_vec(), Some(0)),
+                (k("b", 1, 1), b"b".to_vec(), Some(1)),
+                (k("a", 1, 5), b"new".to_vec(), Some(0)),
+            ]
+        );
+        // Turning around in the middle.
+        m.seek_for_prev(&k("b", 1, 1)).unwrap();
+        m.next().unwrap();
+        assert_eq!(m.value(), b"c");
+        m.prev().unwrap();
+        assert_eq!(m.value(), b"b");
+        m.prev().unwrap();
+        assert_eq!(m.value(), b"new");
+        m.prev().unwrap();
+        assert!(!m.valid());
+    }
+
+    #[test]
     fn empty_merge_is_never_valid() {
         let mut m = MergeIter::new(Vec::new());
         m.seek_to_first().unwrap();
         assert!(!m.valid());
         assert!(m.key().is_empty());
         m.next().unwrap();
+        assert!(!m.valid());
+        m.seek_to_last().unwrap();
+        m.prev().unwrap();
         assert!(!m.valid());
     }
 }

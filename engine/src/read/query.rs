@@ -1,7 +1,7 @@
 //! What a reader asks for ([`Get`], [`Scan`]) and what it gets back ([`Row`], [`Cell`]).
 //!
-//! Shapes follow HBase's client API (ECOSYSTEM.md §3.3). Filters ([`Filter`]) and batching
-//! are here; reversed scans come later: the types are `#[non_exhaustive]` so fields can be added, and are
+//! Shapes follow HBase's client API (ECOSYSTEM.md §3.3): filters ([`Filter`]), batching and
+//! reversed scans included. The types are `#[non_exhaustive]` so fields can be added, and are
 //! built through their builder methods.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -217,6 +217,10 @@ impl Get {
 /// A range read (HBase's Scan): rows from `start_row` (inclusive) to `stop_row` (exclusive
 /// unless `inclusive_stop`); an empty bound is open.
 ///
+/// A [reversed](Scan::reversed) scan walks from `start_row` toward smaller rows, so its start
+/// is the larger bound (an empty start is the table's last row, an empty stop its first); the
+/// cells within each row still come in cell order.
+///
 /// ```
 /// use cellar::read::Scan;
 /// let s = Scan::new().prefix("u#").family("info").limit(100);
@@ -226,9 +230,13 @@ impl Get {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Scan {
-    /// First row (inclusive); empty is the table's start.
+    /// First row (inclusive unless `exclusive_start`); empty is the table's start (its end
+    /// when reversed).
     pub start_row: Vec<u8>,
-    /// Row where the scan ends (exclusive unless `inclusive_stop`); empty is the table's end.
+    /// Skip `start_row` itself.
+    pub exclusive_start: bool,
+    /// Row where the scan ends (exclusive unless `inclusive_stop`); empty is the table's end
+    /// (its start when reversed).
     pub stop_row: Vec<u8>,
     /// Include `stop_row` itself.
     pub inclusive_stop: bool,
@@ -249,6 +257,12 @@ pub struct Scan {
     pub raw: bool,
     /// Read at this sequence number (an explicit snapshot's) instead of the latest.
     pub read_point: Option<SeqNo>,
+    /// Rows in descending order, from `start_row` down to `stop_row` (HBase's
+    /// `setReversed(true)`).
+    pub reversed: bool,
+    /// The row prefix [`Scan::prefix`] set, while it defines the bounds: a later
+    /// [`Scan::reversed`] recomputes them for the other direction; setting a bound clears it.
+    pub prefix: Option<Vec<u8>>,
 }
 
 impl Default for Scan {
@@ -262,6 +276,7 @@ impl Scan {
     pub fn new() -> Self {
         Scan {
             start_row: Vec::new(),
+            exclusive_start: false,
             stop_row: Vec::new(),
             inclusive_stop: false,
             selection: Selection::default(),
@@ -272,18 +287,24 @@ impl Scan {
             filter: None,
             raw: false,
             read_point: None,
+            reversed: false,
+            prefix: None,
         }
     }
 
-    /// Start at `row` (inclusive).
+    /// Start at `row`, inclusive (as HBase's `withStartRow(row)`; see
+    /// [`Scan::exclusive_start`]).
     pub fn start_row(mut self, row: impl Into<Vec<u8>>) -> Self {
         self.start_row = row.into();
+        self.exclusive_start = false;
+        self.prefix = None;
         self
     }
 
     /// Stop before `row`.
     pub fn stop_row(mut self, row: impl Into<Vec<u8>>) -> Self {
         self.stop_row = row.into();
+        self.prefix = None;
         self
     }
 
@@ -299,12 +320,49 @@ impl Scan {
     }
 
     /// Rows starting with `prefix`: sets the start and stop rows, as HBase's
-    /// `setRowPrefixFilter` does.
+    /// `setRowPrefixFilter` does. A reversed scan reads them backward, whichever of `prefix`
+    /// and [`Scan::reversed`] is called first.
     pub fn prefix(mut self, prefix: impl Into<Vec<u8>>) -> Self {
-        let p = prefix.into();
-        self.stop_row = prefix_end(&p).unwrap_or_default();
-        self.start_row = p;
-        self.inclusive_stop = false;
+        self.prefix = Some(prefix.into());
+        self.apply_prefix();
+        self
+    }
+
+    /// Walk the rows in descending order (HBase's `setReversed(true)`): from `start_row`
+    /// (inclusive; empty is the table's last row) down to `stop_row` (exclusive unless
+    /// `inclusive_stop`; empty is the first row).
+    pub fn reversed(mut self) -> Self {
+        if !self.reversed {
+            self.reversed = true;
+            self.apply_prefix();
+        }
+        self
+    }
+
+    /// Set the bounds from `prefix` for the direction of travel.
+    fn apply_prefix(&mut self) {
+        let Some(p) = self.prefix.as_ref() else {
+            return;
+        };
+        let end = prefix_end(p).unwrap_or_default();
+        if self.reversed {
+            // From the last row with the prefix down to its first. No inclusive start names
+            // that last row, so the start is the prefix's end, excluded.
+            self.exclusive_start = !end.is_empty();
+            self.start_row = end;
+            self.stop_row = p.clone();
+            self.inclusive_stop = true;
+        } else {
+            self.exclusive_start = false;
+            self.start_row = p.clone();
+            self.stop_row = end;
+            self.inclusive_stop = false;
+        }
+    }
+
+    /// Whether the start row itself is skipped (HBase's `withStartRow(row, false)`).
+    pub fn exclusive_start(mut self, on: bool) -> Self {
+        self.exclusive_start = on;
         self
     }
 
@@ -334,20 +392,33 @@ impl Scan {
         self
     }
 
-    /// True when `row` is at or after the start row.
+    /// True when `row` is at or after the start row (at or before it when reversed), or
+    /// past it when the start is exclusive.
     pub fn after_start(&self, row: &[u8]) -> bool {
-        row >= self.start_row.as_slice()
+        let start = self.start_row.as_slice();
+        if start.is_empty() {
+            return true;
+        }
+        match (self.reversed, self.exclusive_start) {
+            (false, false) => row >= start,
+            (false, true) => row > start,
+            (true, false) => row <= start,
+            (true, true) => row < start,
+        }
     }
 
-    /// True when `row` is past the stop row: a forward scan ends at the first such row.
+    /// True when `row` is past the stop row in the direction of travel: the scan ends at the
+    /// first such row.
     pub fn past_stop(&self, row: &[u8]) -> bool {
-        if self.stop_row.is_empty() {
+        let stop = self.stop_row.as_slice();
+        if stop.is_empty() {
             return false;
         }
-        if self.inclusive_stop {
-            row > self.stop_row.as_slice()
-        } else {
-            row >= self.stop_row.as_slice()
+        match (self.reversed, self.inclusive_stop) {
+            (false, true) => row > stop,
+            (false, false) => row >= stop,
+            (true, true) => row < stop,
+            (true, false) => row <= stop,
         }
     }
 
@@ -356,12 +427,18 @@ impl Scan {
         self.after_start(row) && !self.past_stop(row)
     }
 
-    /// Check the arguments.
+    /// Check the arguments: the stop row may not lie before the start row in the direction
+    /// of travel.
     pub fn validate(&self) -> Result<()> {
-        let open_stop = self.stop_row.is_empty();
-        if !open_stop && self.stop_row < self.start_row {
+        let open = self.stop_row.is_empty() || self.start_row.is_empty();
+        if !open && !self.reversed && self.stop_row < self.start_row {
             return Err(Error::InvalidArgument(
                 "scan stop row is before its start row".into(),
+            ));
+        }
+        if !open && self.reversed && self.stop_row > self.start_row {
+            return Err(Error::InvalidArgument(
+                "reversed scan stop row is after its start row".into(),
             ));
         }
         self.time_range.validate()

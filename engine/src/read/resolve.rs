@@ -413,7 +413,10 @@ impl<'q> RowResolver<'q> {
         family || family_version || column || version
     }
 
-    fn is_expired(&self, ts: Timestamp) -> bool {
+    /// True when `ts` is older than the family's TTL at this read's clock (whatever
+    /// MIN_VERSIONS protects). Compaction uses it to age markers and kept deleted cells by the
+    /// same cutoff reads use.
+    pub fn is_expired(&self, ts: Timestamp) -> bool {
         self.ttl_cutoff.is_some_and(|cut| ts < cut)
     }
 

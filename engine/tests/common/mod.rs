@@ -20,6 +20,14 @@ pub fn open_default(dir: &Path) -> Db {
     open(dir, Options::default())
 }
 
+/// Open `dir` with default options but no background compaction: for tests that compare raw
+/// scans (which show what is physically stored) taken at different moments.
+pub fn open_without_compaction(dir: &Path) -> Db {
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    open(dir, o)
+}
+
 /// A table descriptor with `families`, each with VERSIONS `versions`.
 pub fn table_desc(name: &str, families: &[&str], versions: u32) -> TableDescriptor {
     families.iter().fold(TableDescriptor::new(name), |t, f| {

@@ -23,10 +23,19 @@ pub fn env(families: Vec<FamilyDescriptor>) -> Env {
     env_named("t", families)
 }
 
+/// Options of the conformance databases: no background compaction, so every compaction
+/// happens where a case calls `major_compact` — in classic mode HBase's results depend on when
+/// compactions run, and a case states that point explicitly.
+pub fn opts() -> Options {
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    o
+}
+
 /// Open a fresh database with table `name` holding `families`.
 pub fn env_named(name: &str, families: Vec<FamilyDescriptor>) -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), Options::default()).expect("open");
+    let db = Db::open(dir.path(), opts()).expect("open");
     let desc = families
         .into_iter()
         .fold(TableDescriptor::new(name), |d, f| d.family(f));

@@ -137,8 +137,23 @@ pub struct Entry {
     tags: (usize, usize),
 }
 
+/// An entry decoded ahead for backward steps: its position, where the entry after it starts,
+/// and where its whole key lies in [`BlockIter::back_keys`].
+#[derive(Debug, Clone, Copy)]
+struct BackEntry {
+    entry: Entry,
+    next_offset: usize,
+    restart_index: usize,
+    key_start: usize,
+}
+
 /// A cursor over a [`Block`]; verbs as everywhere in Cellar: `seek`, `seek_for_prev`, `next`,
 /// `prev`, `valid`, `key`, `value`.
+///
+/// Keys are prefix-compressed from the restart point before them, so an entry can only be
+/// decoded walking forward. Stepping back therefore decodes the whole restart interval before
+/// the current entry once, keeps its entries on a small stack, and pops one per `prev`: a
+/// backward walk costs about what a forward one does instead of a restart interval per step.
 ///
 /// A decoding error leaves the iterator invalid and is returned by the call that hit it.
 #[derive(Debug, Clone)]
@@ -149,6 +164,13 @@ pub struct BlockIter {
     next_offset: usize,
     restart_index: usize,
     valid: bool,
+    /// Entries before the current one, in block order (the last is the nearest). Only used
+    /// while its top is the current entry's predecessor, which `prev` checks by offset: the
+    /// block never changes, so the stack cannot go stale in any other way and no other
+    /// method needs to clear it.
+    back: Vec<BackEntry>,
+    /// The whole keys of `back`, concatenated.
+    back_keys: Vec<u8>,
 }
 
 impl BlockIter {
@@ -161,6 +183,8 @@ impl BlockIter {
             next_offset: 0,
             restart_index: 0,
             valid: false,
+            back: Vec::new(),
+            back_keys: Vec::new(),
         }
     }
 
@@ -247,10 +271,11 @@ impl BlockIter {
             self.valid = false;
             return Ok(());
         }
-        self.seek_to_restart(self.block.num_restarts - 1)?;
-        while self.valid && self.next_offset < self.block.restarts_offset {
-            self.parse_at(self.next_offset)?;
-        }
+        // Positioning on the last entry decodes its restart interval anyway: keep it, as the
+        // next move from the last entry of a block is almost always a `prev`.
+        let ri = self.block.num_restarts - 1;
+        self.fill_back(ri, self.block.restarts_offset)?;
+        self.pop_back();
         Ok(())
     }
 
@@ -268,6 +293,10 @@ impl BlockIter {
             return Ok(());
         }
         let original = self.entry.offset;
+        if self.back.last().is_some_and(|b| b.next_offset == original) {
+            self.pop_back();
+            return Ok(());
+        }
         let mut ri = self.restart_index;
         while self.block.restart(ri)? >= original {
             if ri == 0 {
@@ -276,11 +305,48 @@ impl BlockIter {
             }
             ri -= 1;
         }
+        self.fill_back(ri, original)?;
+        self.pop_back();
+        Ok(())
+    }
+
+    /// Decode the entries from restart point `ri` up to (not including) the one at `end` onto
+    /// the backward stack, leaving the iterator on the last of them.
+    fn fill_back(&mut self, ri: usize, end: usize) -> Result<(), Malformed> {
+        self.back.clear();
+        self.back_keys.clear();
         self.seek_to_restart(ri)?;
-        while self.valid && self.next_offset < original {
+        while self.valid {
+            self.back.push(BackEntry {
+                entry: self.entry,
+                next_offset: self.next_offset,
+                restart_index: self.restart_index,
+                key_start: self.back_keys.len(),
+            });
+            self.back_keys.extend_from_slice(&self.key);
+            if self.next_offset >= end {
+                break;
+            }
             self.parse_at(self.next_offset)?;
         }
         Ok(())
+    }
+
+    /// Make the top of the backward stack the current entry (invalid when it is empty).
+    fn pop_back(&mut self) {
+        match self.back.pop() {
+            Some(b) => {
+                self.key.clear();
+                self.key
+                    .extend_from_slice(self.back_keys.get(b.key_start..).unwrap_or_default());
+                self.back_keys.truncate(b.key_start);
+                self.entry = b.entry;
+                self.next_offset = b.next_offset;
+                self.restart_index = b.restart_index;
+                self.valid = true;
+            }
+            None => self.valid = false,
+        }
     }
 
     /// Position on the first entry whose key is `>= target`, invalid if there is none.

@@ -1,0 +1,885 @@
+//! Running compactions (SPEC.md §20): background threads ask the pure picker
+//! (`compaction::picker`) for a task, merge its inputs in key order, judge every cell with the
+//! purge rules (`compaction::purge`, built on the read path's resolver), write the survivors to
+//! new HFiles cut at row boundaries, and install them with one manifest edit. Inputs are
+//! deleted only once no super-version lists them any more: a scan holding an old super-version
+//! keeps reading them (it may open them lazily, by path).
+//!
+//! Tasks whose files are disjoint run at once: a task marks its input files *busy* and the
+//! picker never hands out a task touching a busy file (or overlapping one at the output level).
+//! A failed compaction removes its partial outputs and is retried later; only a failed manifest
+//! write poisons the database (the manifest may no longer match the files).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cellar_format::{BloomConfig, HFileWriter, KeyRef, WriterOptions};
+use parking_lot::Mutex;
+
+use super::graveyard::Graveyard;
+use super::sv::SuperVersion;
+use super::DbInner;
+use crate::compaction::picker::{self, StallCause, WritePressure};
+use crate::compaction::purge::{Decision, DropReason, PurgeParams, Purger};
+use crate::compaction::{CompactionTask, FamilyPolicy};
+use crate::error::{Error, Result};
+use crate::fs::{AppendWriter, File};
+use crate::manifest::{self, VersionEdit, NUM_LEVELS};
+use crate::read::merge::{HFileCellIter, MergeIter};
+use crate::schema::FamilyDescriptor;
+use crate::types::{now_ms, CellIter, FamilyId, FileMeta, FileNumber};
+
+/// How long an idle compaction thread sleeps before looking again for time-driven work (TTL,
+/// periodic major compaction) that no flush announces.
+const IDLE_RECHECK: Duration = Duration::from_secs(10);
+
+/// After a failed compaction, the thread waits this long before picking again, so a full disk
+/// does not turn into a busy loop of doomed rewrites.
+const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Bytes between two rate-limiter charges while writing outputs.
+const RATE_CHUNK: u64 = 256 << 10;
+
+/// The compaction scheduler's shared state, under `DbInner::compaction`.
+#[derive(Debug, Default)]
+pub(super) struct CompactState {
+    /// Files read by running tasks.
+    busy: BTreeSet<FileNumber>,
+    /// Families a manual major compaction waits for: background threads leave them alone so
+    /// the manual one is not starved.
+    manual: BTreeSet<FamilyId>,
+    /// Replaced files still listed by some live super-version, deleted once none does.
+    graveyard: Graveyard<Arc<FileMeta>>,
+    /// Running tasks.
+    running: usize,
+}
+
+/// Counters of one level, as compaction sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Compactions whose output went to this level.
+    pub compactions: u64,
+    /// Bytes read from this level by compactions.
+    pub bytes_read: u64,
+    /// Bytes compactions wrote into this level (flushes count for L0).
+    pub bytes_written: u64,
+    /// Bytes read, by the compactions writing into this level, from the level above.
+    pub bytes_read_from_above: u64,
+    /// Files compactions wrote into this level.
+    pub files_written: u64,
+    /// Time spent in compactions writing into this level, microseconds.
+    pub micros: u64,
+    /// Files in the level now (all families).
+    pub files: u64,
+    /// Bytes in the level now (all families).
+    pub bytes: u64,
+}
+
+impl LevelStats {
+    /// RocksDB's per-level write amplification: bytes written into the level per byte read
+    /// from the level above by those compactions (0 when nothing came from above).
+    pub fn write_amplification(&self) -> f64 {
+        if self.bytes_read_from_above == 0 {
+            0.0
+        } else {
+            self.bytes_written as f64 / self.bytes_read_from_above as f64
+        }
+    }
+}
+
+/// What compaction has done, overall.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactionStats {
+    /// Per level, `NUM_LEVELS` entries.
+    pub levels: Vec<LevelStats>,
+    /// Compactions run (trivial moves included), by reason name.
+    pub by_reason: BTreeMap<&'static str, u64>,
+    /// Trivial moves (a file moved down without a rewrite).
+    pub trivial_moves: u64,
+    /// Compactions that failed (and were retried later).
+    pub failures: u64,
+    /// Cells read by compactions.
+    pub cells_read: u64,
+    /// Cells written by compactions.
+    pub cells_written: u64,
+    /// Cells dropped, by reason: duplicate, too many versions, expired, masked, marker.
+    pub dropped: BTreeMap<&'static str, u64>,
+    /// Bytes compaction still owes (the picker's estimate), all families.
+    pub pending_bytes: u64,
+    /// Compactions running now.
+    pub running: u64,
+    /// Replaced files not yet deleted because a reader may still use them.
+    pub awaiting_deletion: u64,
+    /// Writes slowed by L0 file count / by pending compaction bytes.
+    pub slowdowns_l0: u64,
+    /// See `slowdowns_l0`.
+    pub slowdowns_pending: u64,
+    /// Writes stopped by L0 file count / by pending compaction bytes.
+    pub stops_l0: u64,
+    /// See `stops_l0`.
+    pub stops_pending: u64,
+    /// Time writers spent stopped or slowed by compaction debt, microseconds.
+    pub stall_micros: u64,
+}
+
+/// Bytes-per-second budget shared by the compaction threads.
+#[derive(Debug)]
+pub(super) struct RateLimiter {
+    rate: Option<u64>,
+    /// Time at which the budget spent so far is paid off.
+    free_at: Mutex<Instant>,
+}
+
+impl RateLimiter {
+    pub(super) fn new(rate: Option<u64>) -> Self {
+        RateLimiter {
+            rate: rate.filter(|&r| r > 0),
+            free_at: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Spend `bytes`, sleeping when the budget is ahead of the clock.
+    fn request(&self, bytes: u64) {
+        let Some(rate) = self.rate else { return };
+        let cost = Duration::from_secs_f64(bytes as f64 / rate as f64);
+        let wait = {
+            let mut f = self.free_at.lock();
+            let now = Instant::now();
+            // Unused budget does not pile up beyond one second's worth of burst.
+            let start = (*f).max(now.checked_sub(Duration::from_secs(1)).unwrap_or(now));
+            *f = start + cost;
+            f.saturating_duration_since(now)
+        };
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// One output being written.
+struct Output {
+    number: FileNumber,
+    path: std::path::PathBuf,
+    file: Arc<dyn File>,
+    writer: HFileWriter<AppendWriter>,
+    min_seq: u64,
+    last_row: Vec<u8>,
+    /// Bytes already charged to the rate limiter.
+    charged: u64,
+}
+
+impl DbInner {
+    /// What the picker knows of each family, minus those a manual compaction waits for.
+    fn policies(sv: &SuperVersion, skip: &BTreeSet<FamilyId>) -> Vec<FamilyPolicy> {
+        let mut v: Vec<FamilyPolicy> = sv
+            .families
+            .iter()
+            .filter(|(id, _)| !skip.contains(id))
+            .map(|(&family, d)| FamilyPolicy {
+                family,
+                ttl: d.ttl,
+                min_versions: d.min_versions,
+                keep_deleted_cells: d.keep_deleted_cells != crate::schema::KeepDeletedCells::False,
+            })
+            .collect();
+        v.sort_by_key(|p| p.family);
+        v
+    }
+
+    /// A compaction thread: pick, run, repeat, until shutdown or poisoning.
+    pub(super) fn compaction_loop(&self) {
+        loop {
+            let task = {
+                let mut st = self.compaction.lock();
+                loop {
+                    if self.shutdown.load(Ordering::SeqCst) || self.poisoned.lock().is_some() {
+                        return;
+                    }
+                    let sv = self.sv();
+                    let pols = Self::policies(&sv, &st.manual);
+                    let t = picker::pick(
+                        &sv.version,
+                        &pols,
+                        &self.opts.compaction,
+                        now_ms(),
+                        &st.busy,
+                    );
+                    drop(sv);
+                    if let Some(t) = t {
+                        st.busy.extend(t.input_files().map(|f| f.number));
+                        st.running += 1;
+                        break t;
+                    }
+                    self.collect_garbage(&mut st);
+                    self.compaction_cv.wait_for(&mut st, IDLE_RECHECK);
+                }
+            };
+            let r = self.run_task(&task);
+            let failed = r.is_err();
+            if let Err(e) = r {
+                self.note_failure(&task, &e);
+            }
+            self.finish_task(&task);
+            if failed {
+                let mut st = self.compaction.lock();
+                self.compaction_cv.wait_for(&mut st, ERROR_BACKOFF);
+            }
+        }
+    }
+
+    fn note_failure(&self, task: &CompactionTask, e: &Error) {
+        self.cstats.lock().failures += 1;
+        tracing::error!(
+            family = task.family,
+            reason = task.reason.name(),
+            error = %e,
+            "compaction failed; inputs kept, will retry"
+        );
+        if matches!(e, Error::Poisoned(_)) {
+            self.poison(format!("compaction: {e}"));
+        }
+    }
+
+    fn finish_task(&self, task: &CompactionTask) {
+        let mut st = self.compaction.lock();
+        for f in task.input_files() {
+            st.busy.remove(&f.number);
+        }
+        st.running = st.running.saturating_sub(1);
+        self.collect_garbage(&mut st);
+        self.compaction_cv.notify_all();
+    }
+
+    /// Wake the compaction threads (a flush added files, a table changed).
+    pub(super) fn kick_compaction(&self) {
+        let _g = self.compaction.lock();
+        self.compaction_cv.notify_all();
+    }
+
+    /// Delete replaced files that no super-version lists any more. A `FileMeta` is shared by
+    /// every version listing it, so when the graveyard's `Arc` is the last one, no reader can
+    /// reach the file.
+    fn collect_garbage(&self, st: &mut CompactState) {
+        let dead = st.graveyard.collect();
+        if dead.is_empty() {
+            return;
+        }
+        let numbers: Vec<FileNumber> = dead.iter().map(|f| f.number).collect();
+        self.evict_files(&numbers);
+        let mut dirs = BTreeSet::new();
+        for f in &dead {
+            let p = manifest::hfile_path(&self.dir, f.family, f.number);
+            match self.fs.remove(&p) {
+                Ok(()) => tracing::debug!(file = %p.display(), "deleted a compacted file"),
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "could not delete a compacted file")
+                }
+            }
+            dirs.insert(manifest::family_dir(&self.dir, f.family));
+        }
+        for d in dirs {
+            let _ = self.fs.sync_dir(&d);
+        }
+    }
+
+    /// Compact every file of `family` (or of every family of the table) into the last level,
+    /// purging what HBase's major compaction purges. Waits for running compactions of those
+    /// families; returns once the result is installed.
+    pub(super) fn major_compact(&self, families: &[FamilyId]) -> Result<()> {
+        for &family in families {
+            self.check_poisoned()?;
+            let task = {
+                let mut st = self.compaction.lock();
+                st.manual.insert(family);
+                let t = loop {
+                    if let Some(why) = self.poisoned.lock().clone() {
+                        st.manual.remove(&family);
+                        return Err(Error::Poisoned(why));
+                    }
+                    let sv = self.sv();
+                    let levels = sv.version.levels(family);
+                    let any_busy = levels
+                        .is_some_and(|ls| ls.iter().flatten().any(|f| st.busy.contains(&f.number)));
+                    if !any_busy {
+                        break picker::pick_major(
+                            &sv.version,
+                            family,
+                            &self.opts.compaction,
+                            &st.busy,
+                        );
+                    }
+                    drop(sv);
+                    self.compaction_cv
+                        .wait_for(&mut st, Duration::from_millis(100));
+                };
+                match t {
+                    Some(t) => {
+                        st.busy.extend(t.input_files().map(|f| f.number));
+                        st.running += 1;
+                        t
+                    }
+                    None => {
+                        st.manual.remove(&family);
+                        continue;
+                    }
+                }
+            };
+            let r = self.run_task(&task);
+            if let Err(e) = &r {
+                self.note_failure(&task, e);
+            }
+            self.finish_task(&task);
+            self.compaction.lock().manual.remove(&family);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Run one task to the end: outputs written and synced, the edit logged, the super-version
+    /// swapped, the inputs handed to the graveyard.
+    fn run_task(&self, task: &CompactionTask) -> Result<()> {
+        let started = Instant::now();
+        let span = tracing::info_span!(
+            "compaction",
+            family = task.family,
+            reason = task.reason.name(),
+            output_level = task.output_level,
+            inputs = task.input_files().count(),
+            input_bytes = task.input_bytes(),
+            trivial = task.trivial_move,
+        );
+        let _enter = span.enter();
+        let sv = self.sv();
+        let Some(desc) = sv.families.get(&task.family).cloned() else {
+            // Dropped since it was picked: its files go with the table.
+            return Ok(());
+        };
+        drop(sv);
+        let (outputs, cells_read, dropped) = if task.trivial_move {
+            let moved = task
+                .input_files()
+                .map(|f| FileMeta {
+                    level: task.output_level,
+                    ..FileMeta::clone(f)
+                })
+                .collect();
+            (moved, 0, [0u64; 5])
+        } else {
+            self.write_outputs(task, &desc)?
+        };
+        let out_bytes: u64 = if task.trivial_move {
+            0
+        } else {
+            outputs.iter().map(|f| f.size).sum()
+        };
+        let cells_written: u64 = outputs.iter().map(|f| f.entries).sum();
+        let edit = VersionEdit {
+            deleted_files: task
+                .input_files()
+                .map(|f| (f.family, f.level, f.number))
+                .collect(),
+            added_files: outputs.clone(),
+            ..VersionEdit::default()
+        };
+        {
+            let _exclusive = self.switch.exclusive();
+            let mut m = self.manifest.lock();
+            let (man, state) = &mut *m;
+            if state.family(task.family).is_none() {
+                drop(m);
+                drop(_exclusive);
+                if !task.trivial_move {
+                    self.remove_outputs(&outputs);
+                }
+                return Ok(());
+            }
+            if let Err(e) = man.log_and_apply(state, edit) {
+                drop(m);
+                drop(_exclusive);
+                if !matches!(e, Error::Poisoned(_)) && !task.trivial_move {
+                    self.remove_outputs(&outputs);
+                }
+                return Err(e);
+            }
+            let current = self.sv();
+            *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
+        }
+        self.update_pressure();
+        if !task.trivial_move {
+            let mut st = self.compaction.lock();
+            for f in task.input_files() {
+                st.graveyard.bury(f.clone());
+            }
+        }
+        let micros = started.elapsed().as_micros() as u64;
+        {
+            let mut cs = self.cstats.lock();
+            if cs.levels.len() < NUM_LEVELS {
+                cs.levels.resize(NUM_LEVELS, LevelStats::default());
+            }
+            *cs.by_reason.entry(task.reason.name()).or_default() += 1;
+            if task.trivial_move {
+                cs.trivial_moves += 1;
+            }
+            cs.cells_read += cells_read;
+            cs.cells_written += if task.trivial_move { 0 } else { cells_written };
+            for (name, n) in DROP_NAMES.iter().zip(dropped) {
+                *cs.dropped.entry(name).or_default() += n;
+            }
+            let out = task.output_level as usize;
+            for (level, files) in &task.inputs {
+                let bytes: u64 = files.iter().map(|f| f.size).sum();
+                let read = if task.trivial_move { 0 } else { bytes };
+                if let Some(l) = cs.levels.get_mut(*level as usize) {
+                    l.bytes_read += read;
+                }
+                if (*level as usize) < out {
+                    if let Some(l) = cs.levels.get_mut(out) {
+                        l.bytes_read_from_above += read;
+                    }
+                }
+            }
+            if let Some(l) = cs.levels.get_mut(out) {
+                l.compactions += 1;
+                l.bytes_written += out_bytes;
+                l.files_written += if task.trivial_move {
+                    0
+                } else {
+                    outputs.len() as u64
+                };
+                l.micros += micros;
+            }
+        }
+        tracing::info!(
+            outputs = outputs.len(),
+            output_bytes = out_bytes,
+            cells_read,
+            cells_written,
+            ms = micros / 1000,
+            "compacted"
+        );
+        Ok(())
+    }
+
+    fn remove_outputs(&self, outputs: &[FileMeta]) {
+        for f in outputs {
+            let p = manifest::hfile_path(&self.dir, f.family, f.number);
+            let _ = self.fs.remove(&p);
+        }
+    }
+
+    /// Merge the inputs through the purge rules into new files of the output level.
+    /// Returns the outputs, the cells read, and the cells dropped per reason.
+    fn write_outputs(
+        &self,
+        task: &CompactionTask,
+        desc: &FamilyDescriptor,
+    ) -> Result<(Vec<FileMeta>, u64, [u64; 5])> {
+        let readers = task
+            .input_files()
+            .map(|f| self.reader(f.family, f.number))
+            .collect::<Result<Vec<_>>>()?;
+        let sources: Vec<Box<dyn CellIter + '_>> = readers
+            .iter()
+            .map(|r| Box::new(HFileCellIter::new(r.iter())) as Box<dyn CellIter + '_>)
+            .collect();
+        let mut merge = MergeIter::new(sources);
+        merge.seek_to_first()?;
+        let smallest_snapshot = {
+            let visible = self.visibility.read_point();
+            let oldest = self.snapshots.lock().keys().next().copied();
+            oldest.map_or(visible, |s| s.min(visible))
+        };
+        let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
+        let mut purger = Purger::new(
+            desc,
+            PurgeParams::new(smallest_snapshot, largest_seq, now_ms())
+                .bottommost(task.bottommost)
+                .purge_delay(self.opts.compaction.purge_delay),
+        );
+        let mut outputs: Vec<FileMeta> = Vec::new();
+        let mut cur: Option<Output> = None;
+        let mut dropped = [0u64; 5];
+        let mut cells_read = 0u64;
+        let result = (|| -> Result<()> {
+            while merge.valid() {
+                let key = KeyRef::parse(merge.key()).map_err(|m| Error::Corruption {
+                    file: self.dir.clone(),
+                    offset: 0,
+                    what: format!("undecodable key in a compaction input: {m}"),
+                })?;
+                cells_read += 1;
+                match purger.push(&key) {
+                    Decision::Drop(why) => {
+                        if let Some(n) = dropped.get_mut(drop_index(why)) {
+                            *n += 1;
+                        }
+                    }
+                    Decision::Keep => {
+                        // Cut only between rows: a row's cells of one family never straddle
+                        // two files of a level.
+                        let cut = cur.as_ref().is_some_and(|o| {
+                            o.writer.bytes_written() >= task.target_file_size
+                                && o.last_row.as_slice() != key.row
+                        });
+                        if cut {
+                            if let Some(o) = cur.take() {
+                                outputs.push(self.finish_output(o, task, desc)?);
+                            }
+                        }
+                        if cur.is_none() {
+                            cur = Some(self.start_output(task, desc)?);
+                        }
+                        if let Some(o) = cur.as_mut() {
+                            o.writer
+                                .append_with_tags(&key, merge.value(), merge.tags())?;
+                            o.min_seq = o.min_seq.min(key.seq);
+                            if o.last_row.as_slice() != key.row {
+                                o.last_row.clear();
+                                o.last_row.extend_from_slice(key.row);
+                            }
+                            let written = o.writer.bytes_written();
+                            if written >= o.charged + RATE_CHUNK {
+                                self.rate_limiter.request(written - o.charged);
+                                o.charged = written;
+                            }
+                        }
+                    }
+                }
+                merge.next()?;
+            }
+            if let Some(o) = cur.take() {
+                outputs.push(self.finish_output(o, task, desc)?);
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            if let Some(o) = cur.take() {
+                let _ = self.fs.remove(&o.path);
+            }
+            self.remove_outputs(&outputs);
+            return Err(e);
+        }
+        let mut dirs: BTreeSet<_> = outputs
+            .iter()
+            .map(|m| manifest::family_dir(&self.dir, m.family))
+            .collect();
+        dirs.insert(self.dir.join(manifest::DATA_DIR));
+        for d in &dirs {
+            if let Err(e) = self.fs.sync_dir(d) {
+                self.remove_outputs(&outputs);
+                return Err(Error::io(
+                    d,
+                    "syncing a family directory after compaction",
+                    e,
+                ));
+            }
+        }
+        Ok((outputs, cells_read, dropped))
+    }
+
+    fn start_output(&self, task: &CompactionTask, desc: &FamilyDescriptor) -> Result<Output> {
+        let number = self.manifest.lock().1.allocate_file_number();
+        let dir = manifest::family_dir(&self.dir, task.family);
+        self.fs
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
+        let path = manifest::hfile_path(&self.dir, task.family, number);
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io(&path, "creating a compaction output", e))?;
+        let mut o = WriterOptions::new(desc.name.as_bytes());
+        o.block_size = desc.block_size as usize;
+        o.compression = desc.compression;
+        o.bloom = BloomConfig {
+            bloom_type: desc.bloom,
+            ..BloomConfig::default()
+        };
+        o.created_at_ms = now_ms();
+        o.major_compaction = task.bottommost;
+        let writer = HFileWriter::new(
+            AppendWriter::new(file.clone()),
+            path.display().to_string(),
+            o,
+        )?;
+        Ok(Output {
+            number,
+            path,
+            file,
+            writer,
+            min_seq: u64::MAX,
+            last_row: Vec::new(),
+            charged: 0,
+        })
+    }
+
+    fn finish_output(
+        &self,
+        o: Output,
+        task: &CompactionTask,
+        _desc: &FamilyDescriptor,
+    ) -> Result<FileMeta> {
+        let (_, summary) = o.writer.finish()?;
+        self.rate_limiter
+            .request(summary.file_size.saturating_sub(o.charged));
+        o.file
+            .sync_data()
+            .map_err(|e| Error::io(&o.path, "syncing a compaction output", e))?;
+        let info = &summary.info;
+        Ok(FileMeta {
+            number: o.number,
+            family: task.family,
+            level: task.output_level,
+            size: summary.file_size,
+            smallest: info.first_key.clone().unwrap_or_default(),
+            largest: info.last_key.clone().unwrap_or_default(),
+            min_seq: if o.min_seq == u64::MAX { 0 } else { o.min_seq },
+            max_seq: info.max_seq,
+            min_ts: info.min_timestamp,
+            max_ts: info.max_timestamp,
+            entries: info.entries,
+            deletes: info.deletes(),
+            created_ms: info.created_at_ms,
+        })
+    }
+
+    /// Recompute the write pressure compaction debt puts on writers, after the files changed.
+    pub(super) fn update_pressure(&self) {
+        let sv = self.sv();
+        let p = picker::write_pressure(&sv.version, &self.opts.compaction);
+        let code = match p {
+            WritePressure::None => 0,
+            WritePressure::Slowdown(StallCause::Level0Files) => 1,
+            WritePressure::Slowdown(StallCause::PendingCompactionBytes) => 2,
+            WritePressure::Stop(StallCause::Level0Files) => 3,
+            WritePressure::Stop(StallCause::PendingCompactionBytes) => 4,
+        };
+        self.pressure.store(code, Ordering::Release);
+        if code == 0 {
+            let _g = self.frozen.lock();
+            self.flush_cv.notify_all();
+        }
+    }
+
+    /// Compaction's part of a stall: slow a writer down or hold it while compaction debt is
+    /// above the soft or hard limit. Returns true when the writer waited and must re-check.
+    pub(super) fn compaction_stall(&self, stalled_since: &mut Option<Instant>) -> bool {
+        let code = self.pressure.load(Ordering::Acquire);
+        match code {
+            3 | 4 => {
+                if stalled_since.is_none() {
+                    *stalled_since = Some(Instant::now());
+                    let mut cs = self.cstats.lock();
+                    if code == 3 {
+                        cs.stops_l0 += 1;
+                    } else {
+                        cs.stops_pending += 1;
+                    }
+                    tracing::warn!(
+                        cause = if code == 3 {
+                            "L0 files"
+                        } else {
+                            "pending compaction bytes"
+                        },
+                        "write stopped by compaction debt"
+                    );
+                    drop(cs);
+                    self.kick_compaction();
+                }
+                let mut g = self.frozen.lock();
+                self.flush_cv.wait_for(&mut g, Duration::from_millis(50));
+                true
+            }
+            1 | 2 => {
+                {
+                    let mut cs = self.cstats.lock();
+                    if code == 1 {
+                        cs.slowdowns_l0 += 1;
+                    } else {
+                        cs.slowdowns_pending += 1;
+                    }
+                    cs.stall_micros += 1000;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// See `Db::wait_for_compactions`.
+    pub(super) fn wait_for_compactions(&self) -> Result<()> {
+        loop {
+            self.check_poisoned()?;
+            let mut st = self.compaction.lock();
+            let sv = self.sv();
+            let pols = Self::policies(&sv, &BTreeSet::new());
+            let due = picker::pick(
+                &sv.version,
+                &pols,
+                &self.opts.compaction,
+                now_ms(),
+                &st.busy,
+            );
+            drop(sv);
+            match due {
+                None if st.running == 0 => {
+                    self.collect_garbage(&mut st);
+                    return Ok(());
+                }
+                Some(t) if self.opts.compaction.threads == 0 => {
+                    st.busy.extend(t.input_files().map(|f| f.number));
+                    st.running += 1;
+                    drop(st);
+                    let r = self.run_task(&t);
+                    if let Err(e) = &r {
+                        self.note_failure(&t, e);
+                    }
+                    self.finish_task(&t);
+                    r?;
+                }
+                _ => {
+                    self.compaction_cv.notify_all();
+                    self.compaction_cv
+                        .wait_for(&mut st, Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    /// Compaction counters plus the current shape of the levels.
+    pub(super) fn compaction_stats(&self) -> CompactionStats {
+        let mut cs = self.cstats.lock().clone();
+        if cs.levels.len() < NUM_LEVELS {
+            cs.levels.resize(NUM_LEVELS, LevelStats::default());
+        }
+        let sv = self.sv();
+        for f in sv.version.all_files() {
+            if let Some(l) = cs.levels.get_mut(f.level as usize) {
+                l.files += 1;
+                l.bytes += f.size;
+            }
+        }
+        cs.pending_bytes = sv
+            .version
+            .families()
+            .map(|f| picker::pending_compaction_bytes(&sv.version, f, &self.opts.compaction))
+            .sum();
+        {
+            let st = self.compaction.lock();
+            cs.running = st.running as u64;
+            cs.awaiting_deletion = st.graveyard.len() as u64;
+        }
+        cs
+    }
+}
+
+/// Names of the drop reasons, in the order of `drop_index`.
+const DROP_NAMES: [&str; 5] = [
+    "duplicate",
+    "too-many-versions",
+    "expired",
+    "masked",
+    "marker",
+];
+
+fn drop_index(r: DropReason) -> usize {
+    match r {
+        DropReason::Duplicate => 0,
+        DropReason::TooManyVersions => 1,
+        DropReason::Expired => 2,
+        DropReason::Masked => 3,
+        DropReason::Marker => 4,
+    }
+}
+
+/// The text of `Db::stats_report`.
+pub(super) fn report(s: &super::Stats) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let c = &s.compaction;
+    let _ = writeln!(
+        o,
+        "Level  Files      Size(MB)  Compactions  Read(MB)  Write(MB)  W-Amp  Time(s)"
+    );
+    for (i, l) in c.levels.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "L{:<5} {:>5} {:>13.1} {:>12} {:>9.1} {:>10.1} {:>6.2} {:>8.2}",
+            i,
+            l.files,
+            mb(l.bytes),
+            l.compactions,
+            mb(l.bytes_read),
+            mb(l.bytes_written),
+            l.write_amplification(),
+            l.micros as f64 / 1e6,
+        );
+    }
+    let _ = writeln!(
+        o,
+        "User writes: {} ({:.1} MB); flushed {:.1} MB in {} files; write amplification {:.2}; \
+         space amplification {:.2}",
+        s.writes,
+        mb(s.user_bytes_written),
+        mb(s.flushed_bytes),
+        s.flushed_files,
+        s.write_amplification(),
+        s.space_amplification(),
+    );
+    let reasons: Vec<String> = c
+        .by_reason
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let dropped: Vec<String> = c.dropped.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(
+        o,
+        "Compactions: running {}, by reason [{}], trivial moves {}, failures {}, pending {:.1} MB, \
+         files awaiting deletion {}; cells read {}, written {}, dropped [{}]",
+        c.running,
+        reasons.join(" "),
+        c.trivial_moves,
+        c.failures,
+        mb(c.pending_bytes),
+        c.awaiting_deletion,
+        c.cells_read,
+        c.cells_written,
+        dropped.join(" "),
+    );
+    let _ = writeln!(
+        o,
+        "Stalls: memstore stops {} (slowdowns {}), L0 stops {} (slowdowns {}), pending-bytes \
+         stops {} (slowdowns {}), stalled {:.3} s",
+        s.stalls,
+        s.slowdowns,
+        c.stops_l0,
+        c.slowdowns_l0,
+        c.stops_pending,
+        c.slowdowns_pending,
+        (s.stall_micros + c.stall_micros) as f64 / 1e6,
+    );
+    let _ = writeln!(
+        o,
+        "Reads: files skipped by bloom {}, by key range {}, by time range {}",
+        s.bloom_skips, s.range_skips, s.time_skips
+    );
+    let _ = writeln!(
+        o,
+        "Memstores: active {:.1} MB, frozen {:.1} MB; snapshots live {} (oldest {:?}); read point {}",
+        mb(s.memstore_active_bytes),
+        mb(s.memstore_frozen_bytes),
+        s.live_snapshots,
+        s.oldest_snapshot,
+        s.read_point,
+    );
+    o
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}

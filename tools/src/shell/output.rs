@@ -1,0 +1,466 @@
+//! What a command prints: HBase's text layout, or one JSON object on one line.
+//!
+//! The JSON shapes are a contract (README.md, "Shell"): field names and types stay stable;
+//! byte strings (rows, qualifiers, values) are escaped as in text mode (`toStringBinary`).
+
+use std::time::Duration;
+
+use cellar::{BloomType, Cell, CompressionType, FamilyDescriptor, KeepDeletedCells};
+use serde::Serialize;
+
+use super::ShellError;
+use crate::text::bin;
+
+/// The result of a successful command.
+#[derive(Debug)]
+pub enum Output {
+    /// A write or admin command with nothing to show: `{"ok":true}`.
+    Done,
+    /// As `Done`, with a line of text (`Created table t`).
+    Message(String),
+    /// Cells of a get or scan, in the order returned.
+    Cells {
+        /// `get` (COLUMN/CELL layout) rather than `scan` (ROW/COLUMN+CELL).
+        get: bool,
+        /// Rows returned.
+        rows: usize,
+        /// The cells.
+        cells: Vec<Cell>,
+    },
+    /// `count`.
+    Count(u64),
+    /// `list`, `list_namespace`, `list_namespace_tables`.
+    Names {
+        /// Text header (`TABLE`, `NAMESPACE`).
+        header: &'static str,
+        /// JSON field (`tables`, `namespaces`).
+        field: &'static str,
+        /// Names, sorted.
+        names: Vec<String>,
+        /// Print Ruby's `=> [...]` echo after the timing, as `list` does.
+        echo: bool,
+    },
+    /// `exists`, `is_enabled`, `is_disabled`.
+    Flag {
+        /// JSON field.
+        field: &'static str,
+        /// The answer.
+        value: bool,
+        /// Text line.
+        text: String,
+    },
+    /// `describe`.
+    Describe {
+        /// Table name.
+        table: String,
+        /// Whether the table is enabled.
+        enabled: bool,
+        /// Families in declaration order.
+        families: Vec<FamilyDescriptor>,
+    },
+    /// `incr` and `get_counter` (`None`: no counter there).
+    Counter(Option<i64>),
+    /// `append`: the new value.
+    Appended(Vec<u8>),
+    /// `status`.
+    Status {
+        /// `Db::stats_report()`.
+        report: String,
+        /// The counters as JSON.
+        stats: serde_json::Value,
+    },
+    /// `help`.
+    Help(String),
+    /// `exit`.
+    Exit,
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> String {
+    // Plain data (strings, numbers, vectors, derived structs) always serializes.
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// A cell as JSON and text see it.
+#[derive(Debug, Serialize)]
+struct CellJson {
+    row: String,
+    column: String,
+    timestamp: u64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    value: String,
+}
+
+fn column_text(c: &Cell) -> String {
+    format!("{}:{}", bin(c.family.as_bytes()), bin(&c.qualifier))
+}
+
+fn cell_json(c: &Cell) -> CellJson {
+    CellJson {
+        row: bin(&c.row),
+        column: column_text(c),
+        timestamp: c.timestamp,
+        kind: c.cell_type.name(),
+        value: bin(&c.value),
+    }
+}
+
+/// `timestamp=5, value=v`, or `timestamp=5, type=DeleteColumn` for a marker (raw scans).
+fn cell_text(c: &Cell) -> String {
+    if c.cell_type == cellar::format::CellType::Put {
+        format!("timestamp={}, value={}", c.timestamp, bin(&c.value))
+    } else {
+        format!("timestamp={}, type={}", c.timestamp, c.cell_type.name())
+    }
+}
+
+/// Two columns, the first padded to its widest entry (entries start with a space, as in the
+/// HBase shell), two spaces between.
+fn two_columns(header: (&str, &str), rows: &[(String, String)], out: &mut String) {
+    let w = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .chain(std::iter::once(header.0.len()))
+        .max()
+        .unwrap_or(0);
+    let mut line = |a: &str, b: &str| {
+        let pad = w.saturating_sub(a.chars().count());
+        out.push_str(a);
+        out.push_str(&" ".repeat(pad));
+        out.push_str("  ");
+        out.push_str(b);
+        out.push('\n');
+    };
+    line(header.0, header.1);
+    for (a, b) in rows {
+        line(a, b);
+    }
+}
+
+/// HBase's describe line of a family; every value quoted, as HBase prints (and as the parser
+/// reads back).
+pub fn family_text(f: &FamilyDescriptor) -> String {
+    let ttl = match f.ttl {
+        None => "FOREVER".to_owned(),
+        Some(d) => d.as_secs().to_string(),
+    };
+    let (bloom, config) = bloom_names(f.bloom);
+    let config = match config {
+        Some(n) => format!(", CONFIGURATION => {{'RowPrefixBloomFilter.prefix_length' => '{n}'}}"),
+        None => String::new(),
+    };
+    format!(
+        "{{NAME => '{}', VERSIONS => '{}', MIN_VERSIONS => '{}', TTL => '{ttl}', KEEP_DELETED_CELLS => '{}', BLOOMFILTER => '{bloom}'{config}, COMPRESSION => '{}', BLOCKSIZE => '{}', NEW_VERSION_BEHAVIOR => '{}'}}",
+        f.name,
+        f.max_versions,
+        f.min_versions,
+        kdc_name(f.keep_deleted_cells),
+        compression_name(f.compression),
+        f.block_size,
+        f.new_version_behavior
+    )
+}
+
+fn kdc_name(k: KeepDeletedCells) -> &'static str {
+    match k {
+        KeepDeletedCells::False => "FALSE",
+        KeepDeletedCells::True => "TRUE",
+        KeepDeletedCells::Ttl => "TTL",
+    }
+}
+
+fn bloom_names(b: BloomType) -> (&'static str, Option<u32>) {
+    match b {
+        BloomType::None => ("NONE", None),
+        BloomType::Row => ("ROW", None),
+        BloomType::RowCol => ("ROWCOL", None),
+        BloomType::RowPrefix(n) => ("ROWPREFIX_FIXED_LENGTH", Some(n)),
+    }
+}
+
+fn compression_name(c: CompressionType) -> &'static str {
+    match c {
+        CompressionType::None => "NONE",
+        CompressionType::Lz4 => "LZ4",
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[allow(
+    non_snake_case,
+    reason = "the keys are HBase's attribute names, as in describe"
+)]
+struct FamilyJson {
+    NAME: String,
+    VERSIONS: u32,
+    MIN_VERSIONS: u32,
+    /// Seconds, or the string "FOREVER".
+    TTL: serde_json::Value,
+    KEEP_DELETED_CELLS: &'static str,
+    BLOOMFILTER: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    PREFIX_LENGTH: Option<u32>,
+    COMPRESSION: &'static str,
+    BLOCKSIZE: u32,
+    NEW_VERSION_BEHAVIOR: bool,
+}
+
+fn family_json(f: &FamilyDescriptor) -> FamilyJson {
+    let (bloom, prefix) = bloom_names(f.bloom);
+    FamilyJson {
+        NAME: f.name.clone(),
+        VERSIONS: f.max_versions,
+        MIN_VERSIONS: f.min_versions,
+        TTL: match f.ttl {
+            None => serde_json::Value::from("FOREVER"),
+            Some(d) => serde_json::Value::from(d.as_secs()),
+        },
+        KEEP_DELETED_CELLS: kdc_name(f.keep_deleted_cells),
+        BLOOMFILTER: bloom,
+        PREFIX_LENGTH: prefix,
+        COMPRESSION: compression_name(f.compression),
+        BLOCKSIZE: f.block_size,
+        NEW_VERSION_BEHAVIOR: f.new_version_behavior,
+    }
+}
+
+fn ruby_list(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!("=> [{}]", quoted.join(", "))
+}
+
+impl Output {
+    /// The text form; `took` is printed as HBase does, after the body. Lines that HBase
+    /// prints after the timing (Ruby's `=> value` echo) come last.
+    pub fn text(&self, took: Duration) -> String {
+        let mut out = String::new();
+        let mut tail = String::new();
+        match self {
+            Output::Done => {}
+            Output::Message(m) => {
+                out.push_str(m);
+                out.push('\n');
+            }
+            Output::Cells { get, rows, cells } => {
+                let lines: Vec<(String, String)> = cells
+                    .iter()
+                    .map(|c| {
+                        if *get {
+                            (format!(" {}", column_text(c)), cell_text(c))
+                        } else {
+                            (
+                                format!(" {}", bin(&c.row)),
+                                format!("column={}, {}", column_text(c), cell_text(c)),
+                            )
+                        }
+                    })
+                    .collect();
+                let header = if *get {
+                    ("COLUMN", "CELL")
+                } else {
+                    ("ROW", "COLUMN+CELL")
+                };
+                two_columns(header, &lines, &mut out);
+                out.push_str(&format!("{rows} row(s)\n"));
+            }
+            Output::Count(n) => out.push_str(&format!("{n} row(s)\n")),
+            Output::Names {
+                header,
+                names,
+                echo,
+                ..
+            } => {
+                out.push_str(header);
+                out.push('\n');
+                for n in names {
+                    out.push_str(n);
+                    out.push('\n');
+                }
+                out.push_str(&format!("{} row(s)\n", names.len()));
+                if *echo {
+                    tail = format!("{}\n", ruby_list(names));
+                }
+            }
+            Output::Flag { value, text, .. } => {
+                out.push_str(text);
+                out.push('\n');
+                tail = format!("=> {value}\n");
+            }
+            Output::Describe {
+                table,
+                enabled,
+                families,
+            } => {
+                let state = if *enabled { "ENABLED" } else { "DISABLED" };
+                out.push_str(&format!(
+                    "Table {table} is {state}\n{table}\nCOLUMN FAMILIES DESCRIPTION\n"
+                ));
+                for f in families {
+                    out.push_str(&family_text(f));
+                    out.push_str("\n\n");
+                }
+                out.push_str(&format!("{} row(s)\n", families.len()));
+            }
+            Output::Counter(Some(n)) => out.push_str(&format!("COUNTER VALUE = {n}\n")),
+            Output::Counter(None) => {
+                out.push_str("No counter found at specified coordinates\n");
+            }
+            Output::Appended(v) => out.push_str(&format!("CURRENT VALUE = {}\n", bin(v))),
+            Output::Status { report, .. } => {
+                out.push_str(report);
+                if !report.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            Output::Help(h) => return h.clone(),
+            Output::Exit => return String::new(),
+        }
+        out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
+        out.push_str(&tail);
+        out
+    }
+
+    /// The JSON form: one object, no newline.
+    pub fn json(&self) -> String {
+        match self {
+            Output::Done | Output::Message(_) | Output::Exit => r#"{"ok":true}"#.into(),
+            Output::Cells { rows, cells, .. } => {
+                #[derive(Serialize)]
+                struct Shape {
+                    ok: bool,
+                    rows: usize,
+                    cells: Vec<CellJson>,
+                }
+                json(&Shape {
+                    ok: true,
+                    rows: *rows,
+                    cells: cells.iter().map(cell_json).collect(),
+                })
+            }
+            Output::Count(n) => format!(r#"{{"ok":true,"count":{n}}}"#),
+            Output::Names { field, names, .. } => {
+                format!(r#"{{"ok":true,"{field}":{}}}"#, json(names))
+            }
+            Output::Flag { field, value, .. } => format!(r#"{{"ok":true,"{field}":{value}}}"#),
+            Output::Describe {
+                table,
+                enabled,
+                families,
+            } => {
+                #[derive(Serialize)]
+                struct Shape {
+                    ok: bool,
+                    table: String,
+                    enabled: bool,
+                    families: Vec<FamilyJson>,
+                }
+                json(&Shape {
+                    ok: true,
+                    table: table.clone(),
+                    enabled: *enabled,
+                    families: families.iter().map(family_json).collect(),
+                })
+            }
+            Output::Counter(v) => format!(r#"{{"ok":true,"value":{}}}"#, json(v)),
+            Output::Appended(v) => format!(r#"{{"ok":true,"value":{}}}"#, json(&bin(v))),
+            Output::Status { report, stats } => format!(
+                r#"{{"ok":true,"stats":{},"report":{}}}"#,
+                json(stats),
+                json(report)
+            ),
+            Output::Help(h) => format!(r#"{{"ok":true,"help":{}}}"#, json(h)),
+        }
+    }
+}
+
+/// `{"ok":false,"kind":"...","error":"..."}`.
+pub fn error_json(e: &ShellError) -> String {
+    #[derive(Serialize)]
+    struct Shape<'a> {
+        ok: bool,
+        kind: &'a str,
+        error: String,
+    }
+    json(&Shape {
+        ok: false,
+        kind: e.kind,
+        error: e.to_string(),
+    })
+}
+
+/// The JSON `kind` of an engine error: the variant's name, so scripts branch on it as Rust
+/// callers branch on the variant.
+pub fn error_kind(e: &cellar::Error) -> &'static str {
+    use cellar::Error as E;
+    match e {
+        E::Io { .. } => "Io",
+        E::Corruption { .. } => "Corruption",
+        E::Format(_) => "Format",
+        E::Poisoned(_) => "Poisoned",
+        E::Locked(_) => "Locked",
+        E::TableNotFound(_) => "TableNotFound",
+        E::TableExists(_) => "TableExists",
+        E::NamespaceNotFound(_) => "NamespaceNotFound",
+        E::FamilyNotFound { .. } => "FamilyNotFound",
+        E::InvalidArgument(_) => "InvalidArgument",
+        E::Closed => "Closed",
+        _ => "Error",
+    }
+}
+
+impl From<cellar::Error> for ShellError {
+    fn from(e: cellar::Error) -> Self {
+        ShellError::new(error_kind(&e), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellar::format::CellType;
+
+    #[test]
+    fn scan_text_matches_the_hbase_layout() {
+        let out = Output::Cells {
+            get: false,
+            rows: 1,
+            cells: vec![
+                Cell::new("r1", "cf", "q", 123, CellType::Put, "v"),
+                Cell::new("r1", "cf", "", 99, CellType::DeleteFamily, ""),
+            ],
+        };
+        assert_eq!(
+            out.text(Duration::from_micros(1200)),
+            "ROW  COLUMN+CELL\n r1  column=cf:q, timestamp=123, value=v\n r1  column=cf:, timestamp=99, type=DeleteFamily\n1 row(s)\nTook 0.0012 seconds\n"
+        );
+        assert_eq!(
+            out.json(),
+            r#"{"ok":true,"rows":1,"cells":[{"row":"r1","column":"cf:q","timestamp":123,"type":"Put","value":"v"},{"row":"r1","column":"cf:","timestamp":99,"type":"DeleteFamily","value":""}]}"#
+        );
+    }
+
+    #[test]
+    fn bytes_are_escaped_in_both_shapes() {
+        let out = Output::Cells {
+            get: true,
+            rows: 1,
+            cells: vec![Cell::new(
+                vec![0u8, b'r'],
+                "cf",
+                vec![0xffu8],
+                1,
+                CellType::Put,
+                "a\"b\n",
+            )],
+        };
+        assert_eq!(
+            out.text(Duration::ZERO),
+            "COLUMN    CELL\n cf:\\xFF  timestamp=1, value=a\"b\\x0A\n1 row(s)\nTook 0.0000 seconds\n"
+        );
+        assert!(
+            out.json().contains(r#""row":"\\x00r","column":"cf:\\xFF""#),
+            "{}",
+            out.json()
+        );
+    }
+}

@@ -1,0 +1,1565 @@
+//! Statements of the HBase shell into typed [`Command`]s.
+//!
+//! Two steps: the tokens of a statement become generic values ([`Val`]: strings, integers,
+//! bare words, `{K => V}` maps, `[..]` lists — Ruby's trailing `K => V, ...` without braces
+//! too), then each command takes its arguments from those values, so that every error names
+//! what was expected and where: `line 1, column 14: expected a table name string`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use cellar::{
+    BloomType, CompressionType, FamilyDescriptor, Filter, Get, KeepDeletedCells, Scan,
+    TableDescriptor, TableName,
+};
+
+use super::filter::parse_filter;
+use super::lexer::{tokenize, Tok, Token};
+use super::{kind, Pos, ShellError};
+
+/// A generic argument value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Val {
+    /// A quoted string.
+    Str(Vec<u8>),
+    /// An integer.
+    Int(i64),
+    /// A bare word (`VERSIONS`, `true`, `nil`).
+    Word(String),
+    /// `{K => V, ...}`.
+    Map(Vec<(Arg, Arg)>),
+    /// `[a, b]`.
+    List(Vec<Arg>),
+}
+
+/// A value and where it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arg {
+    /// The value.
+    pub val: Val,
+    /// Its first character.
+    pub pos: Pos,
+}
+
+/// A column named `'cf:q'` (qualifier `Some`) or `'cf'` (a whole family).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnSpec {
+    /// Family.
+    pub family: String,
+    /// Qualifier, absent for a whole family.
+    pub qualifier: Option<Vec<u8>>,
+}
+
+/// The marker `delete` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteKind {
+    /// HBase shell's default for `'cf:q'`: every version at or below ts (DeleteColumn).
+    Column,
+    /// `'cf'` alone, or `TYPE => 'FAMILY'`: every column of the family at or below ts.
+    Family,
+    /// `TYPE => 'VERSION'`: one version at exactly ts, the newest when ts is omitted (Delete).
+    Version,
+    /// `TYPE => 'FAMILY_VERSION'`: every column of the family at exactly ts.
+    FamilyVersion,
+}
+
+/// A change of `alter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlterOp {
+    /// Add the family, or change the named attributes of an existing one.
+    Family(FamilyPatch),
+    /// Remove the family and its data.
+    Delete(String),
+}
+
+/// Family attributes as written: only those given are set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FamilyPatch {
+    /// NAME.
+    pub name: String,
+    /// VERSIONS.
+    pub max_versions: Option<u32>,
+    /// MIN_VERSIONS.
+    pub min_versions: Option<u32>,
+    /// TTL (`Some(None)` is FOREVER).
+    pub ttl: Option<Option<Duration>>,
+    /// KEEP_DELETED_CELLS.
+    pub keep_deleted_cells: Option<KeepDeletedCells>,
+    /// BLOOMFILTER.
+    pub bloom: Option<BloomType>,
+    /// COMPRESSION.
+    pub compression: Option<CompressionType>,
+    /// BLOCKSIZE.
+    pub block_size: Option<u32>,
+    /// NEW_VERSION_BEHAVIOR.
+    pub new_version_behavior: Option<bool>,
+}
+
+impl FamilyPatch {
+    /// Apply to `f`.
+    pub fn apply(&self, mut f: FamilyDescriptor) -> FamilyDescriptor {
+        if let Some(v) = self.max_versions {
+            f.max_versions = v;
+        }
+        if let Some(v) = self.min_versions {
+            f.min_versions = v;
+        }
+        if let Some(v) = self.ttl {
+            f.ttl = v;
+        }
+        if let Some(v) = self.keep_deleted_cells {
+            f.keep_deleted_cells = v;
+        }
+        if let Some(v) = self.bloom {
+            f.bloom = v;
+        }
+        if let Some(v) = self.compression {
+            f.compression = v;
+        }
+        if let Some(v) = self.block_size {
+            f.block_size = v;
+        }
+        if let Some(v) = self.new_version_behavior {
+            f.new_version_behavior = v;
+        }
+        f
+    }
+}
+
+/// Rows `deleteall` removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowSel {
+    /// One row.
+    Row(Vec<u8>),
+    /// Every row starting with the prefix (`{ROWPREFIXFILTER => 'p'}`).
+    Prefix(Vec<u8>),
+}
+
+/// A parsed shell command.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(
+    missing_docs,
+    reason = "fields are named as the HBase shell arguments they hold"
+)]
+pub enum Command {
+    CreateNamespace {
+        name: String,
+    },
+    DropNamespace {
+        name: String,
+    },
+    ListNamespace {
+        pattern: Option<String>,
+    },
+    ListNamespaceTables {
+        namespace: String,
+    },
+    Create {
+        desc: TableDescriptor,
+    },
+    Alter {
+        table: String,
+        ops: Vec<AlterOp>,
+    },
+    Describe {
+        table: String,
+    },
+    List {
+        pattern: Option<String>,
+    },
+    Exists {
+        table: String,
+    },
+    Disable {
+        table: String,
+    },
+    Enable {
+        table: String,
+    },
+    IsEnabled {
+        table: String,
+    },
+    IsDisabled {
+        table: String,
+    },
+    Drop {
+        table: String,
+    },
+    Truncate {
+        table: String,
+    },
+    Put {
+        table: String,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Vec<u8>,
+        ts: Option<u64>,
+    },
+    Get {
+        table: String,
+        get: Box<Get>,
+    },
+    Scan {
+        table: String,
+        scan: Box<Scan>,
+    },
+    Delete {
+        table: String,
+        row: Vec<u8>,
+        column: ColumnSpec,
+        ts: Option<u64>,
+        kind: DeleteKind,
+    },
+    DeleteAll {
+        table: String,
+        rows: RowSel,
+        column: Option<ColumnSpec>,
+        ts: Option<u64>,
+    },
+    Incr {
+        table: String,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        amount: i64,
+    },
+    GetCounter {
+        table: String,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+    },
+    Append {
+        table: String,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Count {
+        table: String,
+        interval: u64,
+        filter: Option<Filter>,
+    },
+    Flush {
+        table: Option<String>,
+    },
+    Compact {
+        table: String,
+        family: Option<String>,
+    },
+    MajorCompact {
+        table: String,
+        family: Option<String>,
+    },
+    Status,
+    Help {
+        command: Option<String>,
+    },
+    Exit,
+}
+
+/// A command and where its statement starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// The command.
+    pub command: Command,
+    /// Its first character.
+    pub pos: Pos,
+}
+
+/// Every command: name, usage, one-line description (for `help` and for usage errors).
+pub const COMMANDS: &[(&str, &str, &str)] = &[
+    ("create_namespace", "create_namespace 'ns'", "Create a namespace"),
+    ("drop_namespace", "drop_namespace 'ns'", "Drop an empty namespace"),
+    ("list_namespace", "list_namespace ['regex']", "List namespaces"),
+    ("list_namespace_tables", "list_namespace_tables 'ns'", "List the tables of a namespace"),
+    ("create", "create 't', 'cf1'[, {NAME => 'cf2', VERSIONS => 3, MIN_VERSIONS => 0, TTL => secs, KEEP_DELETED_CELLS => false, BLOOMFILTER => 'ROW', COMPRESSION => 'LZ4', BLOCKSIZE => 65536, NEW_VERSION_BEHAVIOR => false}, ...]", "Create a table"),
+    ("alter", "alter 't', {NAME => 'cf', VERSIONS => 5} | 'cf' | {NAME => 'cf', METHOD => 'delete'} | 'delete' => 'cf'", "Add, change or remove families"),
+    ("describe", "describe 't'", "Show a table's families (also: desc)"),
+    ("list", "list ['regex']", "List tables"),
+    ("exists", "exists 't'", "Does the table exist"),
+    ("disable", "disable 't'", "Disable a table (refuses reads and writes; needed before drop)"),
+    ("enable", "enable 't'", "Enable a disabled table"),
+    ("is_enabled", "is_enabled 't'", "Is the table enabled"),
+    ("is_disabled", "is_disabled 't'", "Is the table disabled"),
+    ("drop", "drop 't'", "Drop a disabled table"),
+    ("truncate", "truncate 't'", "Drop and recreate a table with the same families"),
+    ("put", "put 't', 'row', 'cf:q', 'value'[, ts]", "Write a cell"),
+    ("get", "get 't', 'row'[, 'cf:q' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\"}]", "Read a row"),
+    ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\"}]", "Read rows"),
+    ("delete", "delete 't', 'row', 'cf:q' | 'cf'[, ts][, {TYPE => 'VERSION' | 'FAMILY_VERSION'}]", "Write a delete marker"),
+    ("deleteall", "deleteall 't', 'row' | {ROWPREFIXFILTER => 'p'}[, 'cf:q' | 'cf'][, ts]", "Delete rows or columns"),
+    ("incr", "incr 't', 'row', 'cf:q'[, n]", "Add to a counter"),
+    ("get_counter", "get_counter 't', 'row', 'cf:q'", "Read a counter"),
+    ("append", "append 't', 'row', 'cf:q', 'value'", "Append to a value"),
+    ("count", "count 't'[, {INTERVAL => 1000, FILTER => \"...\"}]", "Count rows"),
+    ("flush", "flush ['t']", "Flush memstores to files (the whole database)"),
+    ("compact", "compact 't'[, 'cf']", "Run the compactions that are due"),
+    ("major_compact", "major_compact 't'[, 'cf']", "Rewrite a table or family into the last level"),
+    ("status", "status", "Levels, files, sizes and counters"),
+    ("help", "help ['command']", "This list, or one command's usage"),
+    ("exit", "exit", "Leave the shell (also: quit)"),
+];
+
+/// The usage line of `cmd`.
+pub fn usage(cmd: &str) -> &'static str {
+    COMMANDS.iter().find(|c| c.0 == cmd).map_or("", |c| c.1)
+}
+
+/// True when `src` stops in the middle of a statement (unclosed bracket, trailing comma).
+pub fn is_incomplete(src: &str) -> bool {
+    tokenize(src)
+        .iter()
+        .any(|t| matches!(&t.tok, Tok::Error(e) if e.is_incomplete()))
+}
+
+/// Parse a script: one result per statement, in order; a bad statement does not stop the
+/// ones after it.
+pub fn parse_script(src: &str) -> Vec<Result<Statement, ShellError>> {
+    let toks = tokenize(src);
+    let mut p = Parser { toks, i: 0 };
+    let mut out = Vec::new();
+    loop {
+        while p.peek().tok == Tok::Sep {
+            p.i += 1;
+        }
+        if p.peek().tok == Tok::Eof {
+            break;
+        }
+        let r = p.statement();
+        if r.is_err() {
+            // Resynchronise at the next statement.
+            while !matches!(p.peek().tok, Tok::Sep | Tok::Eof) {
+                p.i += 1;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    i: usize,
+}
+
+/// Deepest nesting of `{}`/`[]`: recursion stays bounded whatever the input.
+const MAX_DEPTH: usize = 32;
+
+impl Parser {
+    fn peek(&self) -> &Token {
+        // tokenize always ends with Eof and the parser never moves past it.
+        let last = self.toks.len().saturating_sub(1);
+        &self.toks[self.i.min(last)]
+    }
+
+    fn next(&mut self) -> Result<Token, ShellError> {
+        let t = self.peek().clone();
+        if let Tok::Error(e) = t.tok {
+            return Err(e);
+        }
+        if t.tok != Tok::Eof {
+            self.i += 1;
+        }
+        Ok(t)
+    }
+
+    fn expected(&self, what: &str) -> ShellError {
+        let t = self.peek();
+        if let Tok::Error(e) = &t.tok {
+            return e.clone();
+        }
+        ShellError::parse(
+            t.pos,
+            format!("expected {what}, found {}", t.tok.describe()),
+        )
+    }
+
+    fn statement(&mut self) -> Result<Statement, ShellError> {
+        let t = self.next()?;
+        let Tok::Word(name) = t.tok else {
+            return Err(ShellError::parse(
+                t.pos,
+                format!("expected a command name, found {}", t.tok.describe()),
+            ));
+        };
+        let paren = self.peek().tok == Tok::LParen;
+        if paren {
+            self.i += 1;
+        }
+        let close = if paren { Tok::RParen } else { Tok::Sep };
+        let mut items = Vec::new();
+        let at_end = |t: &Tok| *t == close || *t == Tok::Eof || *t == Tok::Sep;
+        if !at_end(&self.peek().tok) {
+            loop {
+                let v = self.value(0)?;
+                if self.peek().tok == Tok::Arrow {
+                    // Ruby's brace-less trailing hash: `alter 't', NAME => 'cf', VERSIONS => 5`.
+                    let pos = v.pos;
+                    self.i += 1;
+                    let mut pairs = vec![(v, self.value(0)?)];
+                    while self.peek().tok == Tok::Comma {
+                        self.i += 1;
+                        let k = self.value(0)?;
+                        if self.next()?.tok != Tok::Arrow {
+                            return Err(ShellError::parse(k.pos, "expected '=>' after this key (arguments after KEY => value pairs must be pairs too)".into()));
+                        }
+                        pairs.push((k, self.value(0)?));
+                    }
+                    items.push(Arg {
+                        val: Val::Map(pairs),
+                        pos,
+                    });
+                    break;
+                }
+                items.push(v);
+                if self.peek().tok == Tok::Comma {
+                    self.i += 1;
+                } else {
+                    break;
+                }
+            }
+        }
+        if paren {
+            if self.peek().tok != Tok::RParen {
+                return Err(self.expected("',' or ')'"));
+            }
+            self.i += 1;
+        }
+        let end = self.peek().pos;
+        if !matches!(self.peek().tok, Tok::Sep | Tok::Eof) {
+            return Err(self.expected("',' or the end of the command"));
+        }
+        let args = Args {
+            cmd: name.clone(),
+            items: items.into(),
+            end,
+        };
+        Ok(Statement {
+            command: command(&name, t.pos, args)?,
+            pos: t.pos,
+        })
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Arg, ShellError> {
+        if depth > MAX_DEPTH {
+            return Err(self.expected("less nesting"));
+        }
+        let t = self.peek().clone();
+        let pos = t.pos;
+        let val = match t.tok {
+            Tok::Str(s) => {
+                self.i += 1;
+                Val::Str(s)
+            }
+            Tok::Int(n) => {
+                self.i += 1;
+                Val::Int(n)
+            }
+            Tok::Word(w) => {
+                self.i += 1;
+                Val::Word(w)
+            }
+            Tok::LBracket => {
+                self.i += 1;
+                let mut items = Vec::new();
+                while self.peek().tok != Tok::RBracket {
+                    items.push(self.value(depth + 1)?);
+                    match self.peek().tok {
+                        Tok::Comma => self.i += 1,
+                        Tok::RBracket => {}
+                        _ => return Err(self.expected("',' or ']'")),
+                    }
+                }
+                self.i += 1;
+                Val::List(items)
+            }
+            Tok::LBrace => {
+                self.i += 1;
+                let mut pairs = Vec::new();
+                while self.peek().tok != Tok::RBrace {
+                    let k = self.value(depth + 1)?;
+                    if self.peek().tok != Tok::Arrow {
+                        return Err(self.expected("'=>'"));
+                    }
+                    self.i += 1;
+                    let v = self.value(depth + 1)?;
+                    pairs.push((k, v));
+                    match self.peek().tok {
+                        Tok::Comma => self.i += 1,
+                        Tok::RBrace => {}
+                        _ => return Err(self.expected("',' or '}'")),
+                    }
+                }
+                self.i += 1;
+                Val::Map(pairs)
+            }
+            _ => return Err(self.expected("a value")),
+        };
+        Ok(Arg { val, pos })
+    }
+}
+
+/// The positional arguments of one command, taken front to back.
+struct Args {
+    cmd: String,
+    items: VecDeque<Arg>,
+    /// Where the statement ends: missing arguments are reported there.
+    end: Pos,
+}
+
+fn err(pos: Pos, msg: impl Into<String>) -> ShellError {
+    ShellError::parse(pos, msg.into())
+}
+
+impl Args {
+    fn usage_err(&self, pos: Pos, what: &str) -> ShellError {
+        err(
+            pos,
+            format!("expected {what} (usage: {})", usage(&self.cmd)),
+        )
+    }
+
+    fn required(&mut self, what: &str) -> Result<Arg, ShellError> {
+        let end = self.end;
+        self.items
+            .pop_front()
+            .ok_or_else(|| self.usage_err(end, what))
+    }
+
+    fn bytes(&mut self, what: &str) -> Result<Vec<u8>, ShellError> {
+        let a = self.required(what)?;
+        match a.val {
+            Val::Str(s) => Ok(s),
+            _ => Err(self.usage_err(a.pos, what)),
+        }
+    }
+
+    fn table(&mut self) -> Result<String, ShellError> {
+        let a = self.required("a table name string")?;
+        table_name(&a).map_err(|e| match e {
+            None => self.usage_err(a.pos, "a table name string"),
+            Some(e) => e,
+        })
+    }
+
+    fn text(&mut self, what: &str) -> Result<String, ShellError> {
+        let a = self.required(what)?;
+        match &a.val {
+            Val::Str(s) => {
+                String::from_utf8(s.clone()).map_err(|_| err(a.pos, format!("{what} must be text")))
+            }
+            _ => Err(self.usage_err(a.pos, what)),
+        }
+    }
+
+    fn opt_text(&mut self, what: &str) -> Result<Option<String>, ShellError> {
+        if self.items.is_empty() {
+            Ok(None)
+        } else {
+            self.text(what).map(Some)
+        }
+    }
+
+    fn column(&mut self) -> Result<(String, Vec<u8>), ShellError> {
+        let a = self.required("a column 'family:qualifier'")?;
+        let c = column_spec(&a)?;
+        match c.qualifier {
+            Some(q) => Ok((c.family, q)),
+            None => Err(err(
+                a.pos,
+                format!(
+                    "expected a column 'family:qualifier', not a family alone (usage: {})",
+                    usage(&self.cmd)
+                ),
+            )),
+        }
+    }
+
+    fn opt_timestamp(&mut self) -> Result<Option<u64>, ShellError> {
+        match self.items.front() {
+            Some(Arg {
+                val: Val::Int(_), ..
+            }) => {
+                let a = self
+                    .items
+                    .pop_front()
+                    .ok_or_else(|| self.usage_err(self.end, "a timestamp"))?;
+                timestamp(&a).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn opt_map(&mut self) -> Result<Option<MapArgs>, ShellError> {
+        match self.items.front() {
+            Some(Arg {
+                val: Val::Map(_), ..
+            }) => {
+                let Some(Arg {
+                    val: Val::Map(pairs),
+                    ..
+                }) = self.items.pop_front()
+                else {
+                    return Ok(None);
+                };
+                MapArgs::new(pairs, &self.cmd).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn done(mut self) -> Result<(), ShellError> {
+        match self.items.pop_front() {
+            None => Ok(()),
+            Some(a) => Err(err(
+                a.pos,
+                format!("unexpected argument (usage: {})", usage(&self.cmd)),
+            )),
+        }
+    }
+}
+
+/// A table name: `None` when the value is not a string, `Some(e)` when the name is invalid.
+fn table_name(a: &Arg) -> Result<String, Option<ShellError>> {
+    let Val::Str(s) = &a.val else {
+        return Err(None);
+    };
+    let s = String::from_utf8(s.clone()).map_err(|_| Some(err(a.pos, "table names are text")))?;
+    TableName::parse(&s).map_err(|e| Some(err(a.pos, e.to_string())))?;
+    Ok(s)
+}
+
+fn column_spec(a: &Arg) -> Result<ColumnSpec, ShellError> {
+    let Val::Str(s) = &a.val else {
+        return Err(err(
+            a.pos,
+            "expected a column string such as 'cf:q' or 'cf'",
+        ));
+    };
+    let (fam, q) = match s.iter().position(|&c| c == b':') {
+        Some(i) => (&s[..i], Some(s[i + 1..].to_vec())),
+        None => (&s[..], None),
+    };
+    let family = String::from_utf8(fam.to_vec())
+        .ok()
+        .filter(|f| cellar::schema::validate_name("family", f).is_ok())
+        .ok_or_else(|| {
+            err(
+                a.pos,
+                format!(
+                    "bad family name {:?} in column",
+                    String::from_utf8_lossy(fam)
+                ),
+            )
+        })?;
+    Ok(ColumnSpec {
+        family,
+        qualifier: q,
+    })
+}
+
+fn int(a: &Arg, what: &str) -> Result<i64, ShellError> {
+    match &a.val {
+        Val::Int(n) => Ok(*n),
+        // HBase's describe prints numbers quoted (VERSIONS => '3'): accept them back.
+        Val::Str(s) => std::str::from_utf8(s)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| err(a.pos, format!("expected {what}"))),
+        _ => Err(err(a.pos, format!("expected {what}"))),
+    }
+}
+
+fn nonneg(a: &Arg, what: &str) -> Result<u64, ShellError> {
+    let n = int(a, what)?;
+    u64::try_from(n).map_err(|_| err(a.pos, format!("expected {what}, not a negative number")))
+}
+
+fn u32_arg(a: &Arg, what: &str) -> Result<u32, ShellError> {
+    let n = nonneg(a, what)?;
+    u32::try_from(n).map_err(|_| err(a.pos, format!("{what} {n} is too large")))
+}
+
+fn timestamp(a: &Arg) -> Result<u64, ShellError> {
+    nonneg(a, "a timestamp (milliseconds)")
+}
+
+fn boolean(a: &Arg, what: &str) -> Result<bool, ShellError> {
+    let s = match &a.val {
+        Val::Word(w) => w.clone(),
+        Val::Str(s) => String::from_utf8_lossy(s).into_owned(),
+        _ => String::new(),
+    };
+    match s.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(err(a.pos, format!("expected true or false for {what}"))),
+    }
+}
+
+/// A constant written bare or quoted (`ROW`, `'ROW'`), upper-cased.
+fn constant(a: &Arg, what: &str) -> Result<String, ShellError> {
+    match &a.val {
+        Val::Word(w) => Ok(w.to_ascii_uppercase()),
+        Val::Str(s) => Ok(String::from_utf8_lossy(s).to_ascii_uppercase()),
+        _ => Err(err(a.pos, format!("expected {what}"))),
+    }
+}
+
+fn bytes_of(a: &Arg, what: &str) -> Result<Vec<u8>, ShellError> {
+    match &a.val {
+        Val::Str(s) => Ok(s.clone()),
+        _ => Err(err(a.pos, format!("expected {what} string"))),
+    }
+}
+
+fn columns_of(a: &Arg) -> Result<Vec<ColumnSpec>, ShellError> {
+    match &a.val {
+        Val::List(items) => items.iter().map(column_spec).collect(),
+        _ => Ok(vec![column_spec(a)?]),
+    }
+}
+
+fn filter_of(a: &Arg) -> Result<Filter, ShellError> {
+    let Val::Str(s) = &a.val else {
+        return Err(err(
+            a.pos,
+            "expected a filter string such as \"PrefixFilter('a')\"",
+        ));
+    };
+    parse_filter(s).map_err(|e| {
+        let mut se = err(
+            a.pos,
+            format!("in FILTER at offset {}: {}", e.offset, e.msg),
+        );
+        if e.unsupported {
+            se.kind = kind::UNSUPPORTED;
+        }
+        se
+    })
+}
+
+fn time_range(a: &Arg) -> Result<(u64, u64), ShellError> {
+    match &a.val {
+        Val::List(v) if v.len() == 2 => Ok((timestamp(&v[0])?, timestamp(&v[1])?)),
+        _ => Err(err(a.pos, "expected TIMERANGE => [min, max]")),
+    }
+}
+
+/// The `{K => V}` options of a command; keys are matched by name and each may appear once.
+struct MapArgs {
+    pairs: Vec<(String, Arg, Pos)>,
+    cmd: String,
+}
+
+impl MapArgs {
+    fn new(pairs: Vec<(Arg, Arg)>, cmd: &str) -> Result<Self, ShellError> {
+        let mut out: Vec<(String, Arg, Pos)> = Vec::new();
+        for (k, v) in pairs {
+            let key = match &k.val {
+                Val::Word(w) => w.clone(),
+                Val::Str(s) => String::from_utf8_lossy(s).into_owned(),
+                _ => return Err(err(k.pos, "expected a key such as NAME or VERSIONS")),
+            };
+            if out.iter().any(|(o, _, _)| *o == key) {
+                return Err(err(k.pos, format!("{key} given twice")));
+            }
+            out.push((key, v, k.pos));
+        }
+        Ok(MapArgs {
+            pairs: out,
+            cmd: cmd.to_owned(),
+        })
+    }
+
+    fn take(&mut self, key: &str) -> Option<Arg> {
+        let i = self.pairs.iter().position(|(k, _, _)| k == key)?;
+        Some(self.pairs.remove(i).1)
+    }
+
+    /// Refuse what is left: a key HBase knows but this build does not is `Unsupported`.
+    fn done(self, unsupported: &[&str]) -> Result<(), ShellError> {
+        if let Some((k, _, pos)) = self.pairs.into_iter().next() {
+            if unsupported.contains(&k.as_str()) {
+                let mut e = err(pos, format!("{k} is not supported by this build"));
+                e.kind = kind::UNSUPPORTED;
+                return Err(e);
+            }
+            return Err(err(
+                pos,
+                format!(
+                    "unknown key {k} for {} (usage: {})",
+                    self.cmd,
+                    usage(&self.cmd)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+const FAMILY_KEYS_UNSUPPORTED: &[&str] = &[
+    "IN_MEMORY",
+    "BLOCKCACHE",
+    "DATA_BLOCK_ENCODING",
+    "REPLICATION_SCOPE",
+    "CACHE_DATA_ON_WRITE",
+    "CACHE_INDEX_ON_WRITE",
+    "CACHE_BLOOMS_ON_WRITE",
+    "EVICT_BLOCKS_ON_CLOSE",
+    "PREFETCH_BLOCKS_ON_OPEN",
+    "MOB_THRESHOLD",
+    "IS_MOB",
+    "COMPRESSION_COMPACT",
+    "ENCRYPTION",
+    "STORAGE_POLICY",
+    "DFS_REPLICATION",
+    "METADATA",
+];
+
+/// `'cf'` or `{NAME => 'cf', ...}` of `create`/`alter`.
+fn family_patch(a: Arg, cmd: &str) -> Result<FamilyPatch, ShellError> {
+    let pairs = match a.val {
+        Val::Str(_) => {
+            return Ok(FamilyPatch {
+                name: family_name(&a)?,
+                ..FamilyPatch::default()
+            })
+        }
+        Val::Map(pairs) => pairs,
+        _ => {
+            return Err(err(
+                a.pos,
+                format!(
+                    "expected a family name or {{NAME => 'cf', ...}} (usage: {})",
+                    usage(cmd)
+                ),
+            ))
+        }
+    };
+    let mut m = MapArgs::new(pairs, cmd)?;
+    let name = m
+        .take("NAME")
+        .ok_or_else(|| err(a.pos, "a family needs NAME => 'cf'"))?;
+    let mut p = FamilyPatch {
+        name: family_name(&name)?,
+        ..FamilyPatch::default()
+    };
+    if let Some(v) = m.take("VERSIONS") {
+        p.max_versions = Some(u32_arg(&v, "VERSIONS (a number)")?);
+    }
+    if let Some(v) = m.take("MIN_VERSIONS") {
+        p.min_versions = Some(u32_arg(&v, "MIN_VERSIONS (a number)")?);
+    }
+    if let Some(v) = m.take("TTL") {
+        p.ttl = Some(match &v.val {
+            Val::Str(s) if s.eq_ignore_ascii_case(b"FOREVER") => None,
+            Val::Word(w) if w.eq_ignore_ascii_case("FOREVER") => None,
+            _ => {
+                let secs = nonneg(&v, "TTL in seconds or 'FOREVER'")?;
+                if secs >= i32::MAX as u64 {
+                    None // HBase's FOREVER is Integer.MAX_VALUE seconds.
+                } else {
+                    Some(Duration::from_secs(secs))
+                }
+            }
+        });
+    }
+    if let Some(v) = m.take("KEEP_DELETED_CELLS") {
+        p.keep_deleted_cells = Some(match constant(&v, "KEEP_DELETED_CELLS")?.as_str() {
+            "FALSE" => KeepDeletedCells::False,
+            "TRUE" => KeepDeletedCells::True,
+            "TTL" => KeepDeletedCells::Ttl,
+            _ => {
+                return Err(err(
+                    v.pos,
+                    "expected KEEP_DELETED_CELLS => true, false or 'TTL'",
+                ))
+            }
+        });
+    }
+    let prefix_len = match m.take("CONFIGURATION") {
+        None => None,
+        Some(c) => {
+            let Val::Map(pairs) = c.val else {
+                return Err(err(
+                    c.pos,
+                    "expected CONFIGURATION => {'RowPrefixBloomFilter.prefix_length' => 'n'}",
+                ));
+            };
+            let mut cm = MapArgs::new(pairs, cmd)?;
+            let n = cm
+                .take("RowPrefixBloomFilter.prefix_length")
+                .map(|v| u32_arg(&v, "a prefix length"))
+                .transpose()?;
+            cm.done(&[])?;
+            n
+        }
+    };
+    if let Some(v) = m.take("BLOOMFILTER") {
+        p.bloom = Some(match constant(&v, "BLOOMFILTER")?.as_str() {
+            "NONE" => BloomType::None,
+            "ROW" => BloomType::Row,
+            "ROWCOL" => BloomType::RowCol,
+            "ROWPREFIX_FIXED_LENGTH" => BloomType::RowPrefix(prefix_len.ok_or_else(|| {
+                err(v.pos, "ROWPREFIX_FIXED_LENGTH needs CONFIGURATION => {'RowPrefixBloomFilter.prefix_length' => 'n'}")
+            })?),
+            _ => return Err(err(v.pos, "expected BLOOMFILTER => 'NONE', 'ROW', 'ROWCOL' or 'ROWPREFIX_FIXED_LENGTH'")),
+        });
+    }
+    if let Some(v) = m.take("COMPRESSION") {
+        p.compression = Some(match constant(&v, "COMPRESSION")?.as_str() {
+            "NONE" => CompressionType::None,
+            "LZ4" => CompressionType::Lz4,
+            "GZ" | "SNAPPY" | "LZO" | "ZSTD" | "BZIP2" | "LZMA" => {
+                let mut e = err(
+                    v.pos,
+                    "only NONE and LZ4 compression are supported by this build",
+                );
+                e.kind = kind::UNSUPPORTED;
+                return Err(e);
+            }
+            _ => return Err(err(v.pos, "expected COMPRESSION => 'NONE' or 'LZ4'")),
+        });
+    }
+    if let Some(v) = m.take("BLOCKSIZE") {
+        p.block_size = Some(u32_arg(&v, "BLOCKSIZE in bytes")?);
+    }
+    if let Some(v) = m.take("NEW_VERSION_BEHAVIOR") {
+        p.new_version_behavior = Some(boolean(&v, "NEW_VERSION_BEHAVIOR")?);
+    }
+    m.done(FAMILY_KEYS_UNSUPPORTED)?;
+    Ok(p)
+}
+
+fn family_name(a: &Arg) -> Result<String, ShellError> {
+    let Val::Str(s) = &a.val else {
+        return Err(err(a.pos, "expected a family name string"));
+    };
+    let s = String::from_utf8(s.clone()).map_err(|_| err(a.pos, "family names are text"))?;
+    cellar::schema::validate_name("family", &s).map_err(|e| err(a.pos, e.to_string()))?;
+    Ok(s)
+}
+
+fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
+    let c = match name {
+        "create_namespace" => {
+            let name = a.text("a namespace name string")?;
+            if let Some(m) = a.opt_map()? {
+                m.done(&[])?;
+            }
+            Command::CreateNamespace { name }
+        }
+        "drop_namespace" => Command::DropNamespace {
+            name: a.text("a namespace name string")?,
+        },
+        "list_namespace" => Command::ListNamespace {
+            pattern: a.opt_text("a regular expression string")?,
+        },
+        "list_namespace_tables" => Command::ListNamespaceTables {
+            namespace: a.text("a namespace name string")?,
+        },
+        "create" => {
+            let table = a.table()?;
+            let mut desc = TableDescriptor::new(&table);
+            if a.items.is_empty() {
+                return Err(a.usage_err(a.end, "at least one column family"));
+            }
+            while let Some(f) = a.items.pop_front() {
+                let fpos = f.pos;
+                let p = family_patch(f, "create")?;
+                if desc.get_family(&p.name).is_some() {
+                    return Err(err(fpos, format!("family {} declared twice", p.name)));
+                }
+                let fd = p.apply(FamilyDescriptor::new(p.name.clone()));
+                fd.validate().map_err(|e| err(fpos, e.to_string()))?;
+                desc = desc.family(fd);
+            }
+            Command::Create { desc }
+        }
+        "alter" => {
+            let table = a.table()?;
+            let mut ops = Vec::new();
+            if a.items.is_empty() {
+                return Err(a.usage_err(a.end, "a family change"));
+            }
+            while let Some(f) = a.items.pop_front() {
+                ops.extend(alter_ops(f)?);
+            }
+            Command::Alter { table, ops }
+        }
+        "describe" | "desc" => Command::Describe { table: a.table()? },
+        "list" => Command::List {
+            pattern: a.opt_text("a regular expression string")?,
+        },
+        "exists" | "exists?" => Command::Exists { table: a.table()? },
+        "disable" => Command::Disable { table: a.table()? },
+        "enable" => Command::Enable { table: a.table()? },
+        "is_enabled" => Command::IsEnabled { table: a.table()? },
+        "is_disabled" => Command::IsDisabled { table: a.table()? },
+        "drop" => Command::Drop { table: a.table()? },
+        "truncate" => Command::Truncate { table: a.table()? },
+        "put" => {
+            let table = a.table()?;
+            let row = a.bytes("a row key string")?;
+            let (family, qualifier) = a.column()?;
+            let value = a.bytes("a value string")?;
+            let ts = a.opt_timestamp()?;
+            Command::Put {
+                table,
+                row,
+                family,
+                qualifier,
+                value,
+                ts,
+            }
+        }
+        "get" => get(&mut a)?,
+        "scan" => scan(&mut a)?,
+        "delete" => {
+            let table = a.table()?;
+            let row = a.bytes("a row key string")?;
+            let carg = a.required("a column 'cf:q' or family 'cf'")?;
+            let column = column_spec(&carg)?;
+            let ts = a.opt_timestamp()?;
+            let mut kind = if column.qualifier.is_some() {
+                DeleteKind::Column
+            } else {
+                DeleteKind::Family
+            };
+            if let Some(mut m) = a.opt_map()? {
+                if let Some(t) = m.take("TYPE") {
+                    kind = match constant(&t, "TYPE")?.as_str() {
+                        "VERSION" | "DELETE" => DeleteKind::Version,
+                        "COLUMN" | "DELETECOLUMN" => DeleteKind::Column,
+                        "FAMILY" | "DELETEFAMILY" => DeleteKind::Family,
+                        "FAMILY_VERSION" | "DELETEFAMILYVERSION" => DeleteKind::FamilyVersion,
+                        _ => return Err(err(
+                            t.pos,
+                            "expected TYPE => 'VERSION', 'COLUMN', 'FAMILY' or 'FAMILY_VERSION'",
+                        )),
+                    };
+                    let needs_q = matches!(kind, DeleteKind::Version | DeleteKind::Column);
+                    if needs_q != column.qualifier.is_some() {
+                        let want = if needs_q {
+                            "a column 'cf:q'"
+                        } else {
+                            "a family 'cf' without a qualifier"
+                        };
+                        return Err(err(carg.pos, format!("this TYPE deletes {want}")));
+                    }
+                    if kind == DeleteKind::FamilyVersion && ts.is_none() {
+                        return Err(err(t.pos, "TYPE => 'FAMILY_VERSION' needs a timestamp"));
+                    }
+                }
+                m.done(&["VISIBILITY", "ATTRIBUTES"])?;
+            }
+            a.done()?;
+            return Ok(Command::Delete {
+                table,
+                row,
+                column,
+                ts,
+                kind,
+            });
+        }
+        "deleteall" => {
+            let table = a.table()?;
+            let r = a.required("a row key string or {ROWPREFIXFILTER => 'prefix'}")?;
+            let rows = match r.val {
+                Val::Str(s) => RowSel::Row(s),
+                Val::Map(pairs) => {
+                    let mut m = MapArgs::new(pairs, "deleteall")?;
+                    let p = m
+                        .take("ROWPREFIXFILTER")
+                        .ok_or_else(|| err(r.pos, "expected {ROWPREFIXFILTER => 'prefix'}"))?;
+                    let p = bytes_of(&p, "a row prefix")?;
+                    m.done(&["CACHE"])?;
+                    RowSel::Prefix(p)
+                }
+                _ => return Err(a.usage_err(r.pos, "a row key string")),
+            };
+            let column = match a.items.front() {
+                Some(Arg {
+                    val: Val::Str(_), ..
+                }) => {
+                    let c = a.required("a column")?;
+                    Some(column_spec(&c)?)
+                }
+                _ => None,
+            };
+            let ts = a.opt_timestamp()?;
+            Command::DeleteAll {
+                table,
+                rows,
+                column,
+                ts,
+            }
+        }
+        "incr" => {
+            let table = a.table()?;
+            let row = a.bytes("a row key string")?;
+            let (family, qualifier) = a.column()?;
+            let amount = match a.items.pop_front() {
+                None => 1,
+                Some(v) => int(&v, "an increment amount (an integer)")?,
+            };
+            Command::Incr {
+                table,
+                row,
+                family,
+                qualifier,
+                amount,
+            }
+        }
+        "get_counter" => {
+            let table = a.table()?;
+            let row = a.bytes("a row key string")?;
+            let (family, qualifier) = a.column()?;
+            Command::GetCounter {
+                table,
+                row,
+                family,
+                qualifier,
+            }
+        }
+        "append" => {
+            let table = a.table()?;
+            let row = a.bytes("a row key string")?;
+            let (family, qualifier) = a.column()?;
+            let value = a.bytes("a value string")?;
+            Command::Append {
+                table,
+                row,
+                family,
+                qualifier,
+                value,
+            }
+        }
+        "count" => {
+            let table = a.table()?;
+            let mut interval = 1000;
+            let mut filter = None;
+            if let Some(mut m) = a.opt_map()? {
+                if let Some(v) = m.take("INTERVAL") {
+                    interval = nonneg(&v, "INTERVAL (a number of rows)")?.max(1);
+                }
+                if let Some(v) = m.take("FILTER") {
+                    filter = Some(filter_of(&v)?);
+                }
+                // CACHE is a fetch size for region servers: nothing to tune in an embedded read.
+                let _ = m.take("CACHE");
+                m.done(&[])?;
+            }
+            Command::Count {
+                table,
+                interval,
+                filter,
+            }
+        }
+        "flush" => {
+            let table = match a.items.is_empty() {
+                true => None,
+                false => Some(a.table()?),
+            };
+            Command::Flush { table }
+        }
+        "compact" | "major_compact" => {
+            let table = a.table()?;
+            let family = match a.items.front() {
+                Some(
+                    f @ Arg {
+                        val: Val::Str(_), ..
+                    },
+                ) => {
+                    let f = family_name(f)?;
+                    a.items.pop_front();
+                    Some(f)
+                }
+                _ => None,
+            };
+            if name == "compact" {
+                Command::Compact { table, family }
+            } else {
+                Command::MajorCompact { table, family }
+            }
+        }
+        "status" => {
+            // HBase's 'simple' / 'summary' / 'detailed' choose cluster detail; there is one
+            // report here.
+            let _ = a.opt_text("'simple', 'summary' or 'detailed'")?;
+            Command::Status
+        }
+        "help" => Command::Help {
+            command: a.opt_text("a command name string")?,
+        },
+        "exit" | "quit" => Command::Exit,
+        other => {
+            let known = COMMANDS.iter().any(|c| c.0 == other);
+            debug_assert!(!known, "{other} listed but not parsed");
+            return Err(err(
+                pos,
+                format!("unknown command '{other}'; enter 'help' for the list"),
+            ));
+        }
+    };
+    a.done()?;
+    Ok(c)
+}
+
+fn alter_ops(f: Arg) -> Result<Vec<AlterOp>, ShellError> {
+    let Val::Map(pairs) = &f.val else {
+        return Ok(vec![AlterOp::Family(family_patch(f, "alter")?)]);
+    };
+    // `'delete' => 'cf'` and `METHOD => 'delete'` remove a family (HBase's two spellings).
+    if let Some((_, v)) = pairs
+        .iter()
+        .find(|(k, _)| matches!(&k.val, Val::Str(s) if s == b"delete"))
+    {
+        if pairs.len() != 1 {
+            return Err(err(f.pos, "'delete' => 'cf' stands alone in its {...}"));
+        }
+        let names = match &v.val {
+            Val::List(items) => items
+                .iter()
+                .map(family_name)
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => vec![family_name(v)?],
+        };
+        return Ok(names.into_iter().map(AlterOp::Delete).collect());
+    }
+    let method = pairs
+        .iter()
+        .find(|(k, _)| matches!(&k.val, Val::Word(w) if w == "METHOD"));
+    if let Some((_, m)) = method {
+        if constant(m, "METHOD")? != "DELETE" {
+            return Err(err(m.pos, "expected METHOD => 'delete'"));
+        }
+        let name = pairs
+            .iter()
+            .find(|(k, _)| matches!(&k.val, Val::Word(w) if w == "NAME"))
+            .ok_or_else(|| err(f.pos, "METHOD => 'delete' needs NAME => 'cf'"))?;
+        if pairs.len() != 2 {
+            return Err(err(f.pos, "METHOD => 'delete' takes only NAME"));
+        }
+        return Ok(vec![AlterOp::Delete(family_name(&name.1)?)]);
+    }
+    Ok(vec![AlterOp::Family(family_patch(f, "alter")?)])
+}
+
+fn get(a: &mut Args) -> Result<Command, ShellError> {
+    let table = a.table()?;
+    let row = a.bytes("a row key string")?;
+    let mut g = Get::new(row);
+    let mut cols: Vec<ColumnSpec> = Vec::new();
+    while let Some(x) = a.items.pop_front() {
+        match &x.val {
+            Val::Str(_) | Val::List(_) => cols.extend(columns_of(&x)?),
+            Val::Map(pairs) => {
+                let mut m = MapArgs::new(pairs.clone(), "get")?;
+                for key in ["COLUMN", "COLUMNS"] {
+                    if let Some(v) = m.take(key) {
+                        cols.extend(columns_of(&v)?);
+                    }
+                }
+                if let Some(v) = m.take("VERSIONS") {
+                    g = g.max_versions(u32_arg(&v, "VERSIONS (a number)")?);
+                }
+                if let Some(v) = m.take("TIMERANGE") {
+                    let (lo, hi) = time_range(&v)?;
+                    g = g.time_range(lo, hi);
+                }
+                if let Some(v) = m.take("TIMESTAMP") {
+                    g = g.timestamp(timestamp(&v)?);
+                }
+                if let Some(v) = m.take("FILTER") {
+                    g = g.filter(filter_of(&v)?);
+                }
+                m.done(&[
+                    "AUTHORIZATIONS",
+                    "CONSISTENCY",
+                    "REGION_REPLICA_ID",
+                    "ATTRIBUTES",
+                    "FORMATTER",
+                    "FORMATTER_CLASS",
+                ])?;
+            }
+            _ => {
+                return Err(err(
+                    x.pos,
+                    format!(
+                        "expected a column or {{...}} options (usage: {})",
+                        usage("get")
+                    ),
+                ))
+            }
+        }
+    }
+    for c in cols {
+        g = match c.qualifier {
+            Some(q) => g.column(c.family, q),
+            None => g.family(c.family),
+        };
+    }
+    Ok(Command::Get {
+        table,
+        get: Box::new(g),
+    })
+}
+
+fn scan(a: &mut Args) -> Result<Command, ShellError> {
+    let table = a.table()?;
+    let mut s = Scan::new();
+    if let Some(mut m) = a.opt_map()? {
+        if let Some(v) = m.take("ROWPREFIXFILTER") {
+            s = s.prefix(bytes_of(&v, "a row prefix")?);
+        }
+        for key in ["STARTROW", "STARTKEY"] {
+            if let Some(v) = m.take(key) {
+                s = s.start_row(bytes_of(&v, "a start row")?);
+            }
+        }
+        for key in ["STOPROW", "ENDKEY"] {
+            if let Some(v) = m.take(key) {
+                s = s.stop_row(bytes_of(&v, "a stop row")?);
+            }
+        }
+        if let Some(v) = m.take("LIMIT") {
+            s = s.limit(nonneg(&v, "LIMIT (a number of rows)")? as usize);
+        }
+        if let Some(v) = m.take("BATCH") {
+            s = s.batch(nonneg(&v, "BATCH (cells per result)")? as usize);
+        }
+        if let Some(v) = m.take("RAW") {
+            if boolean(&v, "RAW")? {
+                s = s.raw();
+            }
+        }
+        if let Some(v) = m.take("VERSIONS") {
+            s = s.max_versions(u32_arg(&v, "VERSIONS (a number)")?);
+        }
+        if let Some(v) = m.take("COLUMNS").or_else(|| m.take("COLUMN")) {
+            for c in columns_of(&v)? {
+                s = match c.qualifier {
+                    Some(q) => s.column(c.family, q),
+                    None => s.family(c.family),
+                };
+            }
+        }
+        if let Some(v) = m.take("TIMERANGE") {
+            let (lo, hi) = time_range(&v)?;
+            s = s.time_range(lo, hi);
+        }
+        if let Some(v) = m.take("TIMESTAMP") {
+            s = s.timestamp(timestamp(&v)?);
+        }
+        if let Some(v) = m.take("FILTER") {
+            s = s.filter(filter_of(&v)?);
+        }
+        // CACHE and CACHE_BLOCKS tune region-server fetches; nothing to do in an embedded read.
+        let _ = m.take("CACHE");
+        let _ = m.take("CACHE_BLOCKS");
+        if let Some(v) = m.take("REVERSED") {
+            if boolean(&v, "REVERSED")? {
+                s = s.reversed();
+            }
+        }
+        m.done(&[
+            "MAXLENGTH",
+            "ALL_METRICS",
+            "METRICS",
+            "AUTHORIZATIONS",
+            "CONSISTENCY",
+            "ISOLATION_LEVEL",
+            "ATTRIBUTES",
+            "FORMATTER",
+            "FORMATTER_CLASS",
+            "REGION_REPLICA_ID",
+        ])?;
+    }
+    Ok(Command::Scan {
+        table,
+        scan: Box::new(s),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(src: &str) -> Result<Command, ShellError> {
+        let mut v = parse_script(src);
+        assert_eq!(v.len(), 1, "{src}: {v:?}");
+        v.remove(0).map(|s| s.command)
+    }
+
+    fn err_text(src: &str) -> String {
+        one(src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn webtable_create_with_family_dicts() {
+        let c = one("create 'webtable', {NAME => 'contents', VERSIONS => 3}, 'anchor'").unwrap();
+        let Command::Create { desc } = c else {
+            panic!()
+        };
+        assert_eq!(desc.families.len(), 2);
+        assert_eq!(desc.families[0].max_versions, 3);
+        assert_eq!(desc.families[1].name, "anchor");
+        let c = one("create 'ns:t', {NAME => 'f', TTL => '86400', BLOOMFILTER => ROWCOL, COMPRESSION => 'lz4', KEEP_DELETED_CELLS => true, BLOCKSIZE => 4096, MIN_VERSIONS => 1, NEW_VERSION_BEHAVIOR => 'false'}").unwrap();
+        let Command::Create { desc } = c else {
+            panic!()
+        };
+        let f = &desc.families[0];
+        assert_eq!(f.ttl, Some(Duration::from_secs(86400)));
+        assert_eq!(f.bloom, BloomType::RowCol);
+        assert_eq!(f.compression, CompressionType::Lz4);
+        assert_eq!(f.keep_deleted_cells, KeepDeletedCells::True);
+        assert_eq!((f.block_size, f.min_versions), (4096, 1));
+    }
+
+    #[test]
+    fn puts_gets_and_deletes() {
+        assert_eq!(
+            one("put 't', \"r\\x00\", 'cf:q', 'v', 42").unwrap(),
+            Command::Put {
+                table: "t".into(),
+                row: b"r\0".to_vec(),
+                family: "cf".into(),
+                qualifier: b"q".to_vec(),
+                value: b"v".to_vec(),
+                ts: Some(42)
+            }
+        );
+        let Command::Get { get, .. } =
+            one("get 't', 'r', {COLUMN => 'cf:q', VERSIONS => 3, TIMERANGE => [1, 9]}").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(get.max_versions, 3);
+        assert_eq!((get.time_range.min, get.time_range.max), (1, 9));
+        let d = |s| match one(s).unwrap() {
+            Command::Delete { kind, ts, .. } => (kind, ts),
+            c => panic!("{c:?}"),
+        };
+        assert_eq!(d("delete 't', 'r', 'cf:q'"), (DeleteKind::Column, None));
+        assert_eq!(d("delete 't', 'r', 'cf', 5"), (DeleteKind::Family, Some(5)));
+        assert_eq!(
+            d("delete 't', 'r', 'cf:q', {TYPE => 'VERSION'}"),
+            (DeleteKind::Version, None)
+        );
+        assert_eq!(
+            d("delete 't', 'r', 'cf', 7, {TYPE => 'FAMILY_VERSION'}"),
+            (DeleteKind::FamilyVersion, Some(7))
+        );
+        assert!(
+            err_text("delete 't', 'r', 'cf', {TYPE => 'FAMILY_VERSION'}")
+                .contains("needs a timestamp")
+        );
+    }
+
+    #[test]
+    fn trailing_hash_parens_and_alter() {
+        let c = one("alter 't', NAME => 'cf', VERSIONS => 5").unwrap();
+        let Command::Alter { ops, .. } = c else {
+            panic!()
+        };
+        assert!(matches!(&ops[0], AlterOp::Family(p) if p.max_versions == Some(5)));
+        let c = one("alter 't', 'delete' => 'cf'").unwrap();
+        assert_eq!(
+            c,
+            Command::Alter {
+                table: "t".into(),
+                ops: vec![AlterOp::Delete("cf".into())]
+            }
+        );
+        let c = one("alter('t', {NAME => 'cf', METHOD => 'delete'})").unwrap();
+        assert_eq!(
+            c,
+            Command::Alter {
+                table: "t".into(),
+                ops: vec![AlterOp::Delete("cf".into())]
+            }
+        );
+        assert!(
+            matches!(one("scan 't', LIMIT => 2").unwrap(), Command::Scan { scan, .. } if scan.limit == Some(2))
+        );
+    }
+
+    #[test]
+    fn errors_name_what_was_expected_and_where() {
+        assert_eq!(
+            err_text("put 't', 'r'"),
+            "line 1, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts])"
+        );
+        assert_eq!(
+            err_text("get 42, 'r'"),
+            "line 1, column 5: expected a table name string (usage: get 't', 'row'[, 'cf:q' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\"}])"
+        );
+        assert_eq!(
+            err_text("frobnicate 't'"),
+            "line 1, column 1: unknown command 'frobnicate'; enter 'help' for the list"
+        );
+        assert_eq!(
+            err_text("scan 't', {LIMIT => 1,, }"),
+            "line 1, column 23: expected a value, found ','"
+        );
+        assert_eq!(
+            err_text("scan 't' 'x'"),
+            "line 1, column 10: expected ',' or the end of the command, found a string"
+        );
+        assert!(one("scan 't', {REVERSED => true}").is_ok());
+        let e = one("scan 't', {FILTER => \"ValueFilter(=, 'substring:x')\"}").unwrap_err();
+        assert_eq!(e.kind, kind::UNSUPPORTED);
+        assert!(err_text("create 't', {NAME => 'cf', VERSIONS => 0}")
+            .contains("VERSIONS must be at least 1"));
+        assert!(err_text("create 'a:b:c', 'cf'")
+            .starts_with("line 1, column 8: invalid argument: bad table name"));
+    }
+
+    #[test]
+    fn a_bad_statement_does_not_stop_the_next() {
+        let v = parse_script("list\nput 't'\n  scan 't', {LIMIT => 'x'}; exists 't'\n'oops\nlist");
+        let oks: Vec<bool> = v.iter().map(|r| r.is_ok()).collect();
+        assert_eq!(oks, [true, false, false, true, false, true]);
+        assert_eq!(
+            v[2].as_ref().unwrap_err().pos,
+            Some(Pos { line: 3, col: 23 })
+        );
+        assert_eq!(
+            v[4].as_ref().unwrap_err().pos,
+            Some(Pos { line: 4, col: 1 })
+        );
+    }
+
+    #[test]
+    fn incomplete_input_is_recognised() {
+        assert!(is_incomplete("create 't', {NAME => 'cf',"));
+        assert!(is_incomplete("put 't',"));
+        assert!(!is_incomplete("put 't'"));
+        assert!(!is_incomplete("put 't', 'a"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_input_never_panics(s in "\\PC{0,80}") {
+            let _ = parse_script(&s);
+        }
+
+        #[test]
+        fn random_shell_like_input_never_panics(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "put", "get", "scan", "create", "delete", "alter", "'t'", "\"r\\x00\"", "'cf:q'", ",", "=>",
+                "{", "}", "[", "]", "(", ")", "1", "-5", "NAME", "VERSIONS", "FILTER", "\"PrefixFilter('a') AND (\"",
+                ";", "\n", "'", "\\x", "nil", "true", "# c", "REVERSED", "TYPE", "'VERSION'",
+            ]), 0..30)
+        ) {
+            let src = parts.join(" ");
+            let _ = parse_script(&src);
+            let _ = is_incomplete(&src);
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! `cellar shell` end to end: the real binary, with `-e`, a script file and stdin, in text and
+//! JSON, against the seeds' webtable example; and the results compared with the Rust API.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use cellar::{Db, Get, Options, Scan};
+
+const CELLAR: &str = env!("CARGO_BIN_EXE_cellar");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run `cellar shell --db DIR ARGS...` with `stdin` piped in.
+fn shell(db: &Path, args: &[&str], stdin: &str) -> Run {
+    let mut child = Command::new(CELLAR)
+        .arg("shell")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cellar");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: mask(&String::from_utf8_lossy(&out.stdout)),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Timings vary: `Took 0.0012 seconds` becomes `Took X seconds`.
+fn mask(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            if l.starts_with("Took ") && l.ends_with(" seconds") {
+                "Took X seconds"
+            } else {
+                l
+            }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+const WEBTABLE: &str = "\
+create 'webtable', {NAME => 'contents', VERSIONS => 3}, 'anchor'
+put 'webtable', 'com.cnn.www', 'contents:html', '<html>v3', 3
+put 'webtable', 'com.cnn.www', 'contents:html', '<html>v5', 5
+put 'webtable', 'com.cnn.www', 'contents:html', '<html>v6', 6
+put 'webtable', 'com.cnn.www', 'anchor:cnnsi.com', 'CNN', 9
+put 'webtable', 'com.cnn.www', 'anchor:my.look.ca', 'CNN.com', 8
+get 'webtable', 'com.cnn.www', {COLUMN => 'contents:html', VERSIONS => 3}
+delete 'webtable', 'com.cnn.www', 'contents:html', 5, {TYPE => 'VERSION'}
+delete 'webtable', 'com.cnn.www', 'anchor:my.look.ca', 8
+get 'webtable', 'com.cnn.www', {VERSIONS => 3}
+scan 'webtable'
+scan 'webtable', {RAW => true, VERSIONS => 3}
+";
+
+const WEBTABLE_TEXT: &str = "\
+Created table webtable
+Took X seconds
+Took X seconds
+Took X seconds
+Took X seconds
+Took X seconds
+Took X seconds
+COLUMN          CELL
+ contents:html  timestamp=6, value=<html>v6
+ contents:html  timestamp=5, value=<html>v5
+ contents:html  timestamp=3, value=<html>v3
+1 row(s)
+Took X seconds
+Took X seconds
+Took X seconds
+COLUMN             CELL
+ anchor:cnnsi.com  timestamp=9, value=CNN
+ contents:html     timestamp=6, value=<html>v6
+ contents:html     timestamp=3, value=<html>v3
+1 row(s)
+Took X seconds
+ROW           COLUMN+CELL
+ com.cnn.www  column=anchor:cnnsi.com, timestamp=9, value=CNN
+ com.cnn.www  column=contents:html, timestamp=6, value=<html>v6
+1 row(s)
+Took X seconds
+ROW           COLUMN+CELL
+ com.cnn.www  column=anchor:cnnsi.com, timestamp=9, value=CNN
+ com.cnn.www  column=anchor:my.look.ca, timestamp=8, type=DeleteColumn
+ com.cnn.www  column=anchor:my.look.ca, timestamp=8, value=CNN.com
+ com.cnn.www  column=contents:html, timestamp=6, value=<html>v6
+ com.cnn.www  column=contents:html, timestamp=5, type=Delete
+ com.cnn.www  column=contents:html, timestamp=5, value=<html>v5
+ com.cnn.www  column=contents:html, timestamp=3, value=<html>v3
+1 row(s)
+Took X seconds
+";
+
+fn cell(column: &str, ts: u64, kind: &str, value: &str) -> String {
+    format!(
+        r#"{{"row":"com.cnn.www","column":"{column}","timestamp":{ts},"type":"{kind}","value":"{value}"}}"#
+    )
+}
+
+fn cells(rows: usize, cells: &[String]) -> String {
+    format!(
+        r#"{{"ok":true,"rows":{rows},"cells":[{}]}}"#,
+        cells.join(",")
+    )
+}
+
+fn webtable_json() -> String {
+    let ok = r#"{"ok":true}"#.to_owned();
+    let lines = [
+        ok.clone(),
+        ok.clone(),
+        ok.clone(),
+        ok.clone(),
+        ok.clone(),
+        ok.clone(),
+        cells(
+            1,
+            &[
+                cell("contents:html", 6, "Put", "<html>v6"),
+                cell("contents:html", 5, "Put", "<html>v5"),
+                cell("contents:html", 3, "Put", "<html>v3"),
+            ],
+        ),
+        ok.clone(),
+        ok,
+        cells(
+            1,
+            &[
+                cell("anchor:cnnsi.com", 9, "Put", "CNN"),
+                cell("contents:html", 6, "Put", "<html>v6"),
+                cell("contents:html", 3, "Put", "<html>v3"),
+            ],
+        ),
+        cells(
+            1,
+            &[
+                cell("anchor:cnnsi.com", 9, "Put", "CNN"),
+                cell("contents:html", 6, "Put", "<html>v6"),
+            ],
+        ),
+        cells(
+            1,
+            &[
+                cell("anchor:cnnsi.com", 9, "Put", "CNN"),
+                cell("anchor:my.look.ca", 8, "DeleteColumn", ""),
+                cell("anchor:my.look.ca", 8, "Put", "CNN.com"),
+                cell("contents:html", 6, "Put", "<html>v6"),
+                cell("contents:html", 5, "Delete", ""),
+                cell("contents:html", 5, "Put", "<html>v5"),
+                cell("contents:html", 3, "Put", "<html>v3"),
+            ],
+        ),
+    ];
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn webtable_text_with_e() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = shell(&dir.path().join("db"), &["-e", WEBTABLE], "");
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(r.stdout, WEBTABLE_TEXT);
+}
+
+#[test]
+fn webtable_json_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = shell(&dir.path().join("db"), &["--format", "json"], WEBTABLE);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(r.stdout, webtable_json());
+}
+
+#[test]
+fn webtable_from_a_script_file_and_semicolons() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("web.hbase");
+    std::fs::write(&script, WEBTABLE).unwrap();
+    let r = shell(&dir.path().join("db"), &[script.to_str().unwrap()], "");
+    assert_eq!((r.code, r.stdout.as_str()), (0, WEBTABLE_TEXT));
+    // The same statements on one line, separated by ';'.
+    let one_line = WEBTABLE
+        .replace("webtable'", "webtable2'")
+        .replace('\n', "; ");
+    let r = shell(
+        &dir.path().join("db"),
+        &["--format", "json", "-e", &one_line],
+        "",
+    );
+    assert_eq!((r.code, r.stdout), (0, webtable_json()));
+}
+
+#[test]
+fn errors_are_reported_and_the_run_goes_on_with_exit_code_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "get 'nope', 'r'\nput 't', 'r'\ncreate 't', 'cf'\nput 't', 'r', 'cf:q', 'v', 1\nscan 't', {REVERSED => true}\nscan 't', {LIMIT => 1}\n";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1);
+    let expected = concat!(
+        r#"{"ok":false,"kind":"TableNotFound","error":"table not found: nope"}"#,
+        "\n",
+        r#"{"ok":false,"kind":"ParseError","error":"line 2, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts])"}"#,
+        "\n",
+        r#"{"ok":true}"#,
+        "\n",
+        r#"{"ok":true}"#,
+        "\n",
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:q","timestamp":1,"type":"Put","value":"v"}]}"#,
+        "\n",
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:q","timestamp":1,"type":"Put","value":"v"}]}"#,
+        "\n",
+    );
+    assert_eq!(r.stdout, expected);
+
+    // Text mode: errors go to stderr with the same message.
+    let r = shell(&db, &["-e", "get 'nope', 'r'; list"], "");
+    assert_eq!(r.code, 1);
+    assert_eq!(r.stderr, "ERROR: table not found: nope\n");
+    assert_eq!(r.stdout, "TABLE\nt\n1 row(s)\nTook X seconds\n=> [\"t\"]\n");
+
+    // An unterminated string costs its line only.
+    let r = shell(&db, &["--format", "json"], "put 't', 'r\nexists 't'\n");
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stdout,
+        "{\"ok\":false,\"kind\":\"ParseError\",\"error\":\"line 1, column 10: unterminated string (a string ends on its line; write \\\\n for a newline)\"}\n{\"ok\":true,\"exists\":true}\n"
+    );
+}
+
+#[test]
+fn binary_keys_round_trip_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "create 't', 'cf'\nput 't', \"r\\x00\\xff\", 'cf:q\\x01', \"a\\tb\"\nget 't', 'r\\x00\\xFF'\n";
+    let r = shell(&db, &[], script);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with(
+            "Created table t\nTook X seconds\nTook X seconds\nCOLUMN     CELL\n cf:q\\x01  timestamp="
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(", value=a\\x09b\n1 row(s)\n"),
+        "{}",
+        r.stdout
+    );
+    let d = Db::open(&db, Options::default()).unwrap();
+    let row = d
+        .table("t")
+        .unwrap()
+        .get(&Get::new(b"r\x00\xff".to_vec()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.value("cf", b"q\x01"), Some(&b"a\tb"[..]));
+}
+
+#[test]
+fn shell_results_agree_with_the_rust_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut script = String::from("create 'users', {NAME => 'info', VERSIONS => 2}, 'stats'\n");
+    for i in 0..20u64 {
+        script += &format!("put 'users', 'u{i:02}', 'info:name', 'n{i}', {}\n", 100 + i);
+        script += &format!("put 'users', 'u{i:02}', 'info:name', 'm{i}', {}\n", 200 + i);
+        if i % 3 == 0 {
+            script += &format!("incr 'users', 'u{i:02}', 'stats:visits', {i}\n");
+        }
+        if i % 4 == 0 {
+            script += &format!("deleteall 'users', 'u{i:02}', 'info:name', {}\n", 150 + i);
+        }
+    }
+    script += "delete 'users', 'u05', 'info'\nflush 'users'\n";
+    let r = shell(&db, &["--format", "json"], &script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+
+    let queries = "scan 'users', {VERSIONS => 2}\nscan 'users', {STARTROW => 'u03', STOPROW => 'u09', COLUMNS => ['info:name']}\nscan 'users', {FILTER => \"PrefixFilter('u1') AND ValueFilter(=, 'binaryprefix:m1')\"}\ncount 'users'\nget_counter 'users', 'u09', 'stats:visits'\n";
+    let r = shell(&db, &["--format", "json"], queries);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+
+    let d = Db::open(&db, Options::default()).unwrap();
+    let t = d.table("users").unwrap();
+    let api = |scan: Scan| -> serde_json::Value {
+        let rows: Vec<cellar::Row> = t.scan(scan).unwrap().map(|r| r.unwrap()).collect();
+        let cells: Vec<serde_json::Value> = rows
+            .iter()
+            .flat_map(|r| r.cells.iter())
+            .map(|c| {
+                serde_json::json!({
+                    "row": String::from_utf8(c.row.clone()).unwrap(),
+                    "column": format!("{}:{}", c.family, String::from_utf8(c.qualifier.clone()).unwrap()),
+                    "timestamp": c.timestamp,
+                    "type": c.cell_type.name(),
+                    "value": String::from_utf8(c.value.clone()).unwrap().replace('\0', "\\x00"),
+                })
+            })
+            .collect();
+        serde_json::json!({"ok": true, "rows": rows.len(), "cells": cells})
+    };
+    let fix_counters = |mut v: serde_json::Value| {
+        // Counter values are 8 binary bytes: compare them as the shell escapes them.
+        for c in v["cells"].as_array_mut().unwrap() {
+            if c["column"] == "stats:visits" {
+                c["value"] = serde_json::Value::Null;
+            }
+        }
+        v
+    };
+    assert_eq!(
+        fix_counters(lines[0].clone()),
+        fix_counters(api(Scan::new().max_versions(2)))
+    );
+    assert_eq!(
+        lines[1],
+        api(Scan::new().range("u03", "u09").column("info", "name"))
+    );
+    assert_eq!(
+        lines[2],
+        api(Scan::new().filter(cellar::Filter::And(vec![
+            cellar::Filter::RowPrefix(b"u1".to_vec()),
+            cellar::Filter::And(vec![
+                cellar::Filter::Value(cellar::CompareOp::GreaterOrEqual, b"m1".to_vec()),
+                cellar::Filter::Value(cellar::CompareOp::Less, b"m2".to_vec()),
+            ]),
+        ])))
+    );
+    assert_eq!(lines[2]["rows"], 10);
+    assert_eq!(lines[3], serde_json::json!({"ok": true, "count": 19}));
+    assert_eq!(lines[4], serde_json::json!({"ok": true, "value": 9}));
+}
+
+#[test]
+fn disable_drop_truncate_and_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let r = shell(
+        &db,
+        &["--format", "json"],
+        "create_namespace 'ns'\ncreate 'ns:t', {NAME => 'cf', TTL => 86400, BLOOMFILTER => 'ROWCOL'}\nput 'ns:t', 'r', 'cf:q', 'v'\ndrop 'ns:t'\ndisable 'ns:t'\nput 'ns:t', 'r', 'cf:q', 'v'\nis_enabled 'ns:t'\n",
+    );
+    assert_eq!(r.code, 1);
+    let expected = concat!(
+        "{\"ok\":true}\n{\"ok\":true}\n{\"ok\":true}\n",
+        "{\"ok\":false,\"kind\":\"TableNotDisabled\",\"error\":\"table ns:t is enabled; disable it first\"}\n",
+        "{\"ok\":true}\n",
+        "{\"ok\":false,\"kind\":\"TableNotEnabled\",\"error\":\"table ns:t is disabled\"}\n",
+        "{\"ok\":true,\"enabled\":false}\n",
+    );
+    assert_eq!(r.stdout, expected);
+    // The disabled state outlives the run, so `drop` can be a separate one.
+    let r = shell(
+        &db,
+        &["--format", "json"],
+        "describe 'ns:t'\ndrop 'ns:t'\nlist_namespace_tables 'ns'\ncreate_namespace 'ns'\ndrop_namespace 'ns'\nlist_namespace\n",
+    );
+    assert_eq!(r.code, 1);
+    let expected = concat!(
+        "{\"ok\":true,\"table\":\"ns:t\",\"enabled\":false,\"families\":[{\"NAME\":\"cf\",\"VERSIONS\":3,\"MIN_VERSIONS\":0,\"TTL\":86400,\"KEEP_DELETED_CELLS\":\"FALSE\",\"BLOOMFILTER\":\"ROWCOL\",\"COMPRESSION\":\"NONE\",\"BLOCKSIZE\":65536,\"NEW_VERSION_BEHAVIOR\":false}]}\n",
+        "{\"ok\":true}\n",
+        "{\"ok\":true,\"tables\":[]}\n",
+        "{\"ok\":false,\"kind\":\"NamespaceExists\",\"error\":\"namespace ns exists\"}\n",
+        "{\"ok\":true}\n",
+        "{\"ok\":true,\"namespaces\":[\"default\"]}\n",
+    );
+    assert_eq!(r.stdout, expected);
+
+    let r = shell(
+        &db,
+        &[],
+        "create 't', 'a', 'b'\nput 't', 'r', 'a:q', 'v'\ntruncate 't'\ncount 't'\nalter 't', NAME => 'a', VERSIONS => 5\nalter 't', 'delete' => 'b'\ndescribe 't'\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "Created table t\nTook X seconds\nTook X seconds\nTruncating 't' table (it may take a while):\nTook X seconds\n0 row(s)\nTook X seconds\nTook X seconds\nTook X seconds\nTable t is ENABLED\nt\nCOLUMN FAMILIES DESCRIPTION\n{NAME => 'a', VERSIONS => '5', MIN_VERSIONS => '0', TTL => 'FOREVER', KEEP_DELETED_CELLS => 'FALSE', BLOOMFILTER => 'ROW', COMPRESSION => 'NONE', BLOCKSIZE => '65536', NEW_VERSION_BEHAVIOR => 'false'}\n\n1 row(s)\nTook X seconds\n"
+    );
+}
+
+#[test]
+fn family_deletes_and_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', 'cf'
+put 't', 'r', 'cf:a', '1', 10
+put 't', 'r', 'cf:b', '2', 10
+put 't', 'r', 'cf:b', '3', 20
+delete 't', 'r', 'cf', 10, {TYPE => 'FAMILY_VERSION'}
+scan 't', {RAW => true, VERSIONS => 5}
+get 't', 'r'
+delete 't', 'r', 'cf', 30
+get 't', 'r'
+incr 't', 'c', 'cf:n'
+incr 't', 'c', 'cf:n', -3
+get_counter 't', 'c', 'cf:n'
+get_counter 't', 'c', 'cf:missing'
+append 't', 'c', 'cf:s', 'ab'
+append 't', 'c', 'cf:s', \"\\x00\"
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[5],
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:","timestamp":10,"type":"DeleteFamilyVersion","value":""},{"row":"r","column":"cf:a","timestamp":10,"type":"Put","value":"1"},{"row":"r","column":"cf:b","timestamp":20,"type":"Put","value":"3"},{"row":"r","column":"cf:b","timestamp":10,"type":"Put","value":"2"}]}"#
+    );
+    assert_eq!(
+        lines[6],
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:b","timestamp":20,"type":"Put","value":"3"}]}"#
+    );
+    assert_eq!(lines[8], r#"{"ok":true,"rows":0,"cells":[]}"#);
+    assert_eq!(lines[9], r#"{"ok":true,"value":1}"#);
+    assert_eq!(lines[10], r#"{"ok":true,"value":-2}"#);
+    assert_eq!(lines[11], r#"{"ok":true,"value":-2}"#);
+    assert_eq!(lines[12], r#"{"ok":true,"value":null}"#);
+    assert_eq!(lines[13], r#"{"ok":true,"value":"ab"}"#);
+    assert_eq!(lines[14], r#"{"ok":true,"value":"ab\\x00"}"#);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = shell(
+        &dir.path().join("db"),
+        &[dir.path().join("missing.txt").to_str().unwrap()],
+        "",
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("missing.txt"), "{}", r.stderr);
+}
+
+#[test]
+fn reversed_scans_walk_rows_backward() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "create 't', 'cf'\nput 't', 'a', 'cf:q', '1', 1\nput 't', 'b', 'cf:q', '2', 1\nput 't', 'c', 'cf:q', '3', 1\nscan 't', {REVERSED => true}\nscan 't', {REVERSED => true, STARTROW => 'b'}\n";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[4],
+        r#"{"ok":true,"rows":3,"cells":[{"row":"c","column":"cf:q","timestamp":1,"type":"Put","value":"3"},{"row":"b","column":"cf:q","timestamp":1,"type":"Put","value":"2"},{"row":"a","column":"cf:q","timestamp":1,"type":"Put","value":"1"}]}"#
+    );
+    assert_eq!(
+        lines[5],
+        r#"{"ok":true,"rows":2,"cells":[{"row":"b","column":"cf:q","timestamp":1,"type":"Put","value":"2"},{"row":"a","column":"cf:q","timestamp":1,"type":"Put","value":"1"}]}"#
+    );
+}
