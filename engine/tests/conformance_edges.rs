@@ -336,7 +336,13 @@ fn results_survive_reopen_classic_masking_included() {
     assert_eq!(scan(&t, Scan::new().raw()), raw_expected);
     db.flush().unwrap();
     assert_eq!(scan(&t, Scan::new().all_versions()), expected);
-    assert_eq!(scan(&t, Scan::new().raw()), raw_expected);
+    // The flush dropped `late`, masked in classic mode by the DeleteColumn it was written
+    // after (flush drops masked puts, as HBase's does, and keeps the marker).
+    let flushed: Vec<String> = raw_expected
+        .into_iter()
+        .filter(|c| c != "r/cf:q@5=late")
+        .collect();
+    assert_eq!(scan(&t, Scan::new().raw()), flushed);
 }
 
 #[test]

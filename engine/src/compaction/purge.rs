@@ -38,18 +38,17 @@
 //!      not count toward VERSIONS in classic mode, so no rank moves; the marker hiding it is
 //!      still there for every reader (markers only leave under rule 4, which takes the put
 //!      along, or rule 5, when the put is expired anyway).
-//!    - KEEP_DELETED_CELLS FALSE, NEW_VERSION_BEHAVIOR → drop when purging deletes. Otherwise
-//!      keep it, unless it is beyond VERSIONS or expired by its rank (as rule 2): masked
-//!      versions count toward VERSIONS there, so dropping one within VERSIONS while an older
-//!      version lives in a lower level (or was written after `S`) would lift that version
-//!      into view.
+//!    - KEEP_DELETED_CELLS FALSE, NEW_VERSION_BEHAVIOR → keep it, even when purging deletes,
+//!      unless it is beyond VERSIONS or expired by its rank (as rule 2): masked versions count
+//!      toward VERSIONS there, so dropping one within VERSIONS would lift an older version
+//!      (in a lower level, written after `S`, or written after the purge) into view.
 //!    - KEEP_DELETED_CELLS TRUE or TTL → keep (a time-ranged read ending at or before the
 //!      marker still sees it), unless it is beyond VERSIONS or expired when *every* put counts
 //!      (HBase: "never more than VERSIONS deleted cells", deleted cells still obey TTL and
 //!      MIN_VERSIONS). That count is the resolver's rank in NEW_VERSION_BEHAVIOR; in classic
 //!      mode it counts the masked versions the resolver skips.
-//! 4. A marker is dropped when purging deletes, KEEP_DELETED_CELLS is FALSE, and its timestamp
-//!    is at or before `now - purge_delay` (HBase's `hbase.hstore.time.to.purge.deletes`; a
+//! 4. A marker of a classic family is dropped when purging deletes, KEEP_DELETED_CELLS is
+//!    FALSE, and its timestamp is at or before `now - purge_delay` (HBase's `hbase.hstore.time.to.purge.deletes`; a
 //!    marker with a future timestamp therefore stays until it is in the past, even with no
 //!    delay). Everything it masked is judged masked at `S` and goes with it (rule 3), so no
 //!    cell reappears. Otherwise markers are kept: a lower level may hold what they mask, and
@@ -70,13 +69,13 @@
 //!   must keep its marker; with MIN_VERSIONS 0 both settings drop markers and deleted cells
 //!   once they are past the TTL (rules 3 and 5), which is what TTL promises.
 //!
-//! # Known limit: NEW_VERSION_BEHAVIOR and writes the purge did not see
+//! # NEW_VERSION_BEHAVIOR keeps its deleted versions
 //! The read path counts a deleted version toward VERSIONS for *every* older version, whenever
-//! that version was written. Purging deletes removes the deleted version, so a put written
-//! *later* (or sitting in a newer level, not among the inputs) with an older timestamp than
-//! the purged version ranks one place higher afterwards and may become visible. HBase avoids
-//! this by counting a deleted version only against versions written before its delete
-//! (`NewVersionBehaviorTracker`); making the read path do the same would make this purge exact
+//! that version was written. Purging a deleted version would lift a put written *later* (or
+//! sitting in a newer level, not among the inputs) with an older timestamp into view, so
+//! NEW_VERSION_BEHAVIOR never drops a masked put within VERSIONS, nor a marker (which is what
+//! hides it); both still go once beyond VERSIONS or expired. Results then never depend on
+//! compaction timing; the cost is the space of up to VERSIONS deleted versions per column
 //! (SPEC.md §20.2, example 5).
 
 use std::time::Duration;
@@ -305,7 +304,10 @@ impl<'a> Purger<'a> {
     /// before it.
     fn masked(&self, ts: Timestamp, above: u32) -> Decision {
         let keep_deleted = self.family.keep_deleted_cells != KeepDeletedCells::False;
-        if !keep_deleted && (!self.family.new_version_behavior || self.params.purges_deletes()) {
+        // NEW_VERSION_BEHAVIOR keeps its deleted versions within VERSIONS, even at the bottom:
+        // they count toward VERSIONS for every older version, including ones written later,
+        // so removing one would lift a later write into view (SPEC.md §20.2, example 5).
+        if !keep_deleted && !self.family.new_version_behavior {
             return Decision::Drop(DropReason::Masked);
         }
         // Kept deleted versions (and NVB's, which count toward VERSIONS) still obey VERSIONS,
@@ -324,7 +326,10 @@ impl<'a> Purger<'a> {
         if self.family.min_versions == 0 && self.resolver.is_expired(ts) {
             return Decision::Drop(DropReason::Expired);
         }
+        // NEW_VERSION_BEHAVIOR keeps its markers: the deleted versions they hide stay (see
+        // `masked`), and a marker is what hides them.
         if self.family.keep_deleted_cells == KeepDeletedCells::False
+            && !self.family.new_version_behavior
             && self.params.purges_deletes()
             && self.old_enough(ts)
         {
@@ -440,9 +445,9 @@ mod tests {
     }
 
     #[test]
-    fn nvb_masked_puts_stay_until_the_bottom() {
-        // The masked version counts toward VERSIONS: dropping it above a lower level would lift
-        // an older version there into view.
+    fn nvb_masked_puts_within_versions_stay_even_at_the_bottom() {
+        // The masked version counts toward VERSIONS for every older version, including ones
+        // written later: dropping it (and its marker) would lift such a version into view.
         let cells = vec![
             c("r", "a", 5, DeleteColumn, 3),
             c("r", "a", 5, Put, 1),
@@ -452,7 +457,10 @@ mod tests {
             kept(&nvb(), minor(), cells.clone()),
             ["r/a@5:DeleteColumn#3", "r/a@5:Put#1", "r/a@4:Put#2"]
         );
-        assert_eq!(kept(&nvb(), major(), cells), Vec::<String>::new());
+        assert_eq!(
+            kept(&nvb(), major(), cells),
+            ["r/a@5:DeleteColumn#3", "r/a@5:Put#1", "r/a@4:Put#2"]
+        );
     }
 
     #[test]
@@ -543,9 +551,12 @@ mod tests {
                 "r/c@12:Put#4"
             ]
         );
-        for f in [classic(), nvb()] {
-            assert_eq!(kept(&f, major(), cells.clone()), ["r/c@12:Put#4"]);
-        }
+        assert_eq!(kept(&classic(), major(), cells.clone()), ["r/c@12:Put#4"]);
+        // NEW_VERSION_BEHAVIOR keeps its markers and deleted versions within VERSIONS.
+        assert_eq!(
+            kept(&nvb(), major(), cells.clone()),
+            kept(&nvb(), minor(), cells)
+        );
     }
 
     #[test]
@@ -557,12 +568,20 @@ mod tests {
             c("r", "b", 5, Put, 3),
             c("r", "b", 6, Put, 4),
         ];
-        for f in [classic(), nvb()] {
-            assert_eq!(
-                kept(&f, major(), cells.clone()),
-                ["r/a@4:Put#2", "r/b@6:Put#4"]
-            );
-        }
+        assert_eq!(
+            kept(&classic(), major(), cells.clone()),
+            ["r/a@4:Put#2", "r/b@6:Put#4"]
+        );
+        assert_eq!(
+            kept(&nvb(), major(), cells),
+            [
+                "r/@5:DeleteFamilyVersion#9",
+                "r/a@5:Put#1",
+                "r/a@4:Put#2",
+                "r/b@6:Put#4",
+                "r/b@5:Put#3"
+            ]
+        );
     }
 
     #[test]
@@ -572,7 +591,12 @@ mod tests {
             c("r", "a", 5, Put, 3),
             c("r", "a", 4, Put, 1),
         ];
-        assert_eq!(kept(&nvb(), major(), cells.clone()), ["r/a@5:Put#3"]);
+        // The put written after the marker is visible; the older one is a deleted version
+        // within VERSIONS, kept with its marker.
+        assert_eq!(
+            kept(&nvb(), major(), cells.clone()),
+            ["r/a@5:DeleteColumn#2", "r/a@5:Put#3", "r/a@4:Put#1"]
+        );
         // Classic mode: the marker masks both, whenever they were written.
         assert_eq!(kept(&classic(), major(), cells), Vec::<String>::new());
     }
@@ -590,8 +614,12 @@ mod tests {
             kept(&classic(), major(), cells.clone()),
             Vec::<String>::new()
         );
-        // NEW_VERSION_BEHAVIOR: the put was written after the marker and is visible.
-        assert_eq!(kept(&nvb(), major(), cells), ["r/a@5:Put#2"]);
+        // NEW_VERSION_BEHAVIOR: the put was written after the marker and is visible; the
+        // marker stays (NEW_VERSION_BEHAVIOR never purges markers, §20.2).
+        assert_eq!(
+            kept(&nvb(), major(), cells),
+            ["r/a@10:DeleteColumn#1", "r/a@5:Put#2"]
+        );
     }
 
     #[test]
@@ -718,12 +746,10 @@ mod tests {
             c("r", "b", NOW - 100, DeleteColumn, 4),
         ];
         let p = major().purge_delay(Duration::from_millis(50));
-        for f in [classic(), nvb()] {
-            assert_eq!(
-                kept(&f, p, cells.clone()),
-                [format!("r/a@{}:DeleteColumn#3", NOW - 10)]
-            );
-        }
+        assert_eq!(
+            kept(&classic(), p, cells.clone()),
+            [format!("r/a@{}:DeleteColumn#3", NOW - 10)]
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::graveyard::Graveyard;
 use super::sv::SuperVersion;
 use super::DbInner;
 use crate::compaction::picker::{self, StallCause, WritePressure};
-use crate::compaction::purge::{Decision, DropReason, PurgeParams, Purger};
+use crate::compaction::purge::{Decision, DropCounts, DropReason, PurgeParams, Purger};
 use crate::compaction::{CompactionTask, FamilyPolicy};
 use crate::error::{Error, Result};
 use crate::fs::{AppendWriter, File};
@@ -105,7 +105,8 @@ pub struct CompactionStats {
     pub cells_read: u64,
     /// Cells written by compactions.
     pub cells_written: u64,
-    /// Cells dropped, by reason: duplicate, too many versions, expired, masked, marker.
+    /// Cells dropped by flushes and compactions, by reason: duplicate, too many versions,
+    /// expired, masked, marker.
     pub dropped: BTreeMap<&'static str, u64>,
     /// Bytes compaction still owes (the picker's estimate), all families.
     pub pending_bytes: u64,
@@ -488,11 +489,7 @@ impl DbInner {
             .collect();
         let mut merge = MergeIter::new(sources);
         merge.seek_to_first()?;
-        let smallest_snapshot = {
-            let visible = self.visibility.read_point();
-            let oldest = self.snapshots.lock().keys().next().copied();
-            oldest.map_or(visible, |s| s.min(visible))
-        };
+        let smallest_snapshot = self.smallest_snapshot();
         let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
         let mut purger = Purger::new(
             desc,
@@ -579,6 +576,30 @@ impl DbInner {
             }
         }
         Ok((outputs, cells_read, dropped))
+    }
+
+    /// The oldest read point any reader may still use: the oldest live snapshot, or the
+    /// current read point. Purging judges cells at it.
+    pub(super) fn smallest_snapshot(&self) -> u64 {
+        let visible = self.visibility.read_point();
+        let oldest = self.snapshots.lock().keys().next().copied();
+        oldest.map_or(visible, |s| s.min(visible))
+    }
+
+    /// Add a flush's or compaction's dropped cells to the stats.
+    pub(super) fn count_dropped(&self, d: &DropCounts) {
+        let mut cs = self.cstats.lock();
+        for (name, n) in DROP_NAMES.iter().zip([
+            d.duplicate,
+            d.too_many_versions,
+            d.expired,
+            d.masked,
+            d.marker,
+        ]) {
+            if n > 0 {
+                *cs.dropped.entry(name).or_default() += n;
+            }
+        }
     }
 
     fn start_output(&self, task: &CompactionTask, desc: &FamilyDescriptor) -> Result<Output> {

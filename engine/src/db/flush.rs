@@ -15,6 +15,7 @@ use cellar_format::{BloomConfig, HFileWriter, WriterOptions};
 
 use super::sv::{FamilyMems, SuperVersion};
 use super::{DbInner, FrozenGen};
+use crate::compaction::purge::{PurgeParams, Purger};
 use crate::error::{Error, Result};
 use crate::fs::AppendWriter;
 use crate::manifest::{self, VersionEdit};
@@ -147,9 +148,9 @@ impl DbInner {
                 continue;
             };
             let number = self.manifest.lock().1.allocate_file_number();
-            let meta = self.write_hfile(mem, desc, number)?;
+            let meta = self.write_hfile(mem, desc, number, gen.last_seq)?;
             flushed_seq.push((mem.family(), gen.last_seq));
-            added.push(meta);
+            added.extend(meta);
         }
         let mut dirs: Vec<_> = added
             .iter()
@@ -205,13 +206,17 @@ impl DbInner {
         Ok(())
     }
 
-    /// Write one memstore as an L0 HFile, synced.
+    /// Write one memstore as an L0 HFile, synced, dropping what the purge rules of a
+    /// non-bottommost compaction drop (SPEC.md §20.2: versions beyond VERSIONS, duplicates,
+    /// expired cells, and in classic mode masked puts; never a marker). `None` when nothing
+    /// is left, and then no file remains.
     fn write_hfile(
         &self,
         mem: &MemStore,
         desc: &crate::schema::FamilyDescriptor,
         number: u64,
-    ) -> Result<FileMeta> {
+        last_seq: u64,
+    ) -> Result<Option<FileMeta>> {
         let dir = manifest::family_dir(&self.dir, mem.family());
         self.fs
             .create_dir_all(&dir)
@@ -234,35 +239,51 @@ impl DbInner {
             path.display().to_string(),
             o,
         )?;
+        let mut purger = Purger::new(
+            desc,
+            PurgeParams::new(self.smallest_snapshot(), last_seq, now_ms()),
+        );
         let mut it = mem.iter();
         it.seek_to_first()?;
+        let mut min_seq = u64::MAX;
         while it.valid() {
             let key = cellar_format::KeyRef::parse(it.key()).map_err(|m| Error::Corruption {
                 file: path.clone(),
                 offset: 0,
                 what: format!("memstore key: {m}"),
             })?;
-            w.append_with_tags(&key, it.value(), it.tags())?;
+            if purger.push(&key).is_keep() {
+                w.append_with_tags(&key, it.value(), it.tags())?;
+                min_seq = min_seq.min(key.seq);
+            }
             it.next()?;
         }
+        self.count_dropped(purger.dropped());
         let (_, summary) = w.finish()?;
+        if summary.info.entries == 0 {
+            drop(file);
+            self.fs
+                .remove(&path)
+                .map_err(|e| Error::io(&path, "removing an empty flush output", e))?;
+            return Ok(None);
+        }
         file.sync_data()
             .map_err(|e| Error::io(&path, "syncing a flushed HFile", e))?;
         let info = &summary.info;
-        Ok(FileMeta {
+        Ok(Some(FileMeta {
             number,
             family: mem.family(),
             level: 0,
             size: summary.file_size,
             smallest: info.first_key.clone().unwrap_or_default(),
             largest: info.last_key.clone().unwrap_or_default(),
-            min_seq: mem.min_seq(),
+            min_seq,
             max_seq: info.max_seq,
             min_ts: info.min_timestamp,
             max_ts: info.max_timestamp,
             entries: info.entries,
             deletes: info.deletes(),
             created_ms: info.created_at_ms,
-        })
+        }))
     }
 }

@@ -66,8 +66,18 @@ fn successor(row: &[u8]) -> Vec<u8> {
     next
 }
 
-fn time_overlaps(f: &FileMeta, range: &TimeRange) -> bool {
-    range.is_all() || (f.max_ts >= range.min && f.min_ts < range.max)
+/// Whether a file can change the answer of a read limited to `range`. A file whose cells are
+/// all older than the range cannot: markers mask only at or below their timestamp, and older
+/// versions do not count against newer ones. A file whose cells are all newer can, through its
+/// markers (a DeleteFamily above the range masks puts inside it, MISSION.md rule 8) and, under
+/// NEW_VERSION_BEHAVIOR, through its versions (which count toward VERSIONS whatever the range,
+/// SPEC.md §13); so it is skipped only when it holds no marker and the family counts versions
+/// the classic way.
+fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
+    if range.is_all() || f.max_ts < range.min {
+        return range.is_all();
+    }
+    f.min_ts < range.max || f.deletes > 0 || nvb
 }
 
 impl DbInner {
@@ -92,7 +102,11 @@ impl DbInner {
                         self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    if !time_overlaps(f, range) {
+                    let nvb = sv
+                        .families
+                        .get(family)
+                        .is_some_and(|d| d.new_version_behavior);
+                    if !time_overlaps(f, range, nvb) {
                         self.counters.time_skips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
