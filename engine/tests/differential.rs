@@ -196,10 +196,13 @@ enum Op {
         raw: bool,
         read: ReadSpec,
     },
-    /// Not generated until `COMPACTION_AVAILABLE`.
+    /// `Db::major_compact` of one family or all.
     MajorCompact {
         family: Option<usize>,
     },
+    /// Run the compactions the picker finds due (L0 → L1 once two files wait), in the calling
+    /// thread (`wait_for_compactions` with no background threads).
+    Compact,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -430,11 +433,13 @@ impl Gen<'_> {
             945..975 => Op::Snapshot,
             975..990 => Op::Release(self.rng.random_range(0..8)),
             _ => {
-                if COMPACTION_AVAILABLE {
+                if !COMPACTION_AVAILABLE {
+                    Op::Flush
+                } else if self.rng.random_bool(0.5) {
+                    Op::Compact
+                } else {
                     let family = self.rng.random_bool(0.5).then(|| self.fam());
                     Op::MajorCompact { family }
-                } else {
-                    Op::Flush
                 }
             }
         }
@@ -512,6 +517,8 @@ impl Engine {
         // Compactions happen only at the sequence's own compaction ops (threads 0): in classic
         // mode they change results, and the model must know where they ran.
         opts.compaction.threads = 0;
+        // Two L0 files make a compaction due, so `Op::Compact` often has work.
+        opts.compaction.level0_file_num_compaction_trigger = 2;
         // A sequence writes a few KiB: small WAL segments, because each one is preallocated
         // (zero-filled memory on `SimFs`, where the default 64 MiB costs seconds per open).
         opts.wal.segment_size = 64 << 10;
@@ -993,6 +1000,7 @@ fn exec(
                     seq: model.seq,
                     family: None,
                     purges_markers: false,
+                    partial: false,
                 });
             }
         }
@@ -1003,6 +1011,7 @@ fn exec(
                     seq: model.seq,
                     family: None,
                     purges_markers: false,
+                    partial: false,
                 });
             }
         }
@@ -1015,6 +1024,7 @@ fn exec(
                     seq: model.seq,
                     family: None,
                     purges_markers: false,
+                    partial: false,
                 });
             }
         }
@@ -1031,6 +1041,19 @@ fn exec(
                 eng.snaps.remove(k % n);
             }
         }
+        Op::Compact => {
+            eng.db()
+                .wait_for_compactions()
+                .map_err(|e| engine_err("compaction", e))?;
+            // A compaction with nothing below its output purges markers (classic mode), and it
+            // may have read only the older L0 files.
+            model.compactions.push(Compaction {
+                seq: model.seq,
+                family: None,
+                purges_markers: true,
+                partial: true,
+            });
+        }
         Op::MajorCompact { family } => {
             major_compact(eng.db(), TABLE, family.map(|f| fams[f].name.as_str()))
                 .map_err(|e| engine_err("major compaction", e))?;
@@ -1040,12 +1063,14 @@ fn exec(
                     seq: model.seq,
                     family: None,
                     purges_markers: false,
+                    partial: false,
                 });
             }
             model.compactions.push(Compaction {
                 seq: model.seq,
                 family: *family,
                 purges_markers: true,
+                partial: false,
             });
         }
         Op::Get(row, r) => {
@@ -1164,7 +1189,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Snapshot | Op::Release(_) => "snapshot",
         Op::Get(..) => "get",
         Op::Scan { .. } => "scan",
-        Op::MajorCompact { .. } => "compact",
+        Op::MajorCompact { .. } | Op::Compact => "compact",
     }
 }
 
@@ -1337,6 +1362,7 @@ fn compaction_allowances_of_the_model() {
             seq,
             family: None,
             purges_markers: true,
+            partial: false,
         });
     };
     let out = |m: &Model, qual: &str, ts, value: &str| OutCell {

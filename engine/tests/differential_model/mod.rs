@@ -75,6 +75,9 @@ pub struct Compaction {
     pub family: Option<usize>,
     /// Major: markers (and what they mask) are purged unless KEEP_DELETED_CELLS.
     pub purges_markers: bool,
+    /// It may have read only some files (a picked L0 → L1 compaction): a marker it purged can
+    /// uncover puts written before it that sat in newer files or the memstore.
+    pub partial: bool,
 }
 
 /// Family index → `None` (the whole family) or chosen qualifiers. Empty: every family.
@@ -474,7 +477,7 @@ impl Model {
         let markers: Vec<&&Entry> = view.iter().filter(|m| self.masks(m, p, q.range)).collect();
         markers.iter().all(|m| {
             self.compactions_of(p.fam)
-                .any(|k| k.purges_markers && m.seq <= k.seq && k.seq < p.seq)
+                .any(|k| k.purges_markers && m.seq <= k.seq && (k.partial || k.seq < p.seq))
         })
     }
 
@@ -542,6 +545,10 @@ impl Model {
                 .map(|e| e.ts)
                 .collect();
             if newer.len() >= f.versions as usize {
+                return true;
+            }
+            // The same partial view ranks an expired put higher than MIN_VERSIONS protects.
+            if self.expired(p.fam, p.ts, q.now) && newer.len() >= f.min_versions as usize {
                 return true;
             }
             let at = ReadQ {
