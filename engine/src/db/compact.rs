@@ -481,7 +481,7 @@ impl DbInner {
     ) -> Result<(Vec<FileMeta>, u64, [u64; 5])> {
         let readers = task
             .input_files()
-            .map(|f| self.reader(f.family, f.number))
+            .map(|f| self.uncached_reader(f.family, f.number))
             .collect::<Result<Vec<_>>>()?;
         let sources: Vec<Box<dyn CellIter + '_>> = readers
             .iter()

@@ -921,6 +921,22 @@ impl DbInner {
         })
     }
 
+    /// A reader of an HFile outside both caches, for compaction: a compaction reads each
+    /// input block once, and sending those through the block cache would evict what readers
+    /// use (RocksDB's `fill_cache = false` for compaction reads).
+    fn uncached_reader(&self, family: u32, number: FileNumber) -> Result<HFileReader<FormatSource>> {
+        let path = manifest::hfile_path(&self.dir, family, number);
+        let file = self
+            .fs
+            .open(&path)
+            .map_err(|e| Error::io(&path, "opening an HFile", e))?;
+        Ok(HFileReader::open_with(
+            FormatSource(file),
+            path.display().to_string(),
+            ReaderOptions::default(),
+        )?)
+    }
+
     fn stats(&self) -> Stats {
         let c = &self.counters;
         let sv = self.sv();
