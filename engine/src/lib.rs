@@ -65,6 +65,7 @@
 //! - [`cache`]: the block cache and the open-file cache of the read path.
 //! - [`read`]: merging and version resolution (SPEC.md §13).
 //! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
+//! - [`inspect`]: read-only views of a database directory (manifest, WAL) for operator tools.
 
 pub mod batch;
 pub mod cache;
@@ -72,6 +73,7 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod fs;
+pub mod inspect;
 pub mod keys;
 pub mod manifest;
 pub mod memstore;

@@ -5,7 +5,9 @@
 //! `jsonl` for streams; bytes printed as HBase's `Bytes.toStringBinary`; progress bars only on a
 //! TTY and to stderr; exit codes 0 (clean), 1 (corruption found), 2 (usage or I/O error).
 
+pub mod bench;
 pub mod build;
+pub mod db;
 pub mod dump;
 pub mod emit;
 pub mod mmap;
@@ -44,6 +46,9 @@ pub enum ToolError {
     /// A bad argument or bad input data.
     #[error("{0}")]
     Usage(String),
+    /// The engine reported a problem (opening, reading the manifest or the WAL, a write).
+    #[error("{0}")]
+    Engine(cellar::Error),
 }
 
 impl ToolError {
@@ -51,6 +56,8 @@ impl ToolError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ToolError::Format(e) if e.is_corruption() => EXIT_CORRUPT,
+            ToolError::Engine(cellar::Error::Corruption { .. }) => EXIT_CORRUPT,
+            ToolError::Engine(cellar::Error::Format(e)) if e.is_corruption() => EXIT_CORRUPT,
             _ => EXIT_USAGE,
         }
     }

@@ -44,15 +44,15 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Serialize)]
-struct ProblemJson {
-    offset: u64,
-    region: String,
-    what: String,
+pub(crate) struct ProblemJson {
+    pub(crate) offset: u64,
+    pub(crate) region: String,
+    pub(crate) what: String,
 }
 
 #[derive(Debug, Serialize)]
-struct StatsJson {
-    cells: u64,
+pub(crate) struct StatsJson {
+    pub(crate) cells: u64,
     blocks: u64,
     data_blocks: u64,
     index_blocks: u64,
@@ -62,16 +62,16 @@ struct StatsJson {
 
 /// The outcome for one file, in the shape `--format json` prints.
 #[derive(Debug, Serialize)]
-struct FileResult {
-    file: String,
-    status: &'static str,
-    file_len: Option<u64>,
-    problems: Vec<ProblemJson>,
-    truncated: bool,
-    stats: Option<StatsJson>,
-    error: Option<String>,
+pub(crate) struct FileResult {
+    pub(crate) file: String,
+    pub(crate) status: &'static str,
+    pub(crate) file_len: Option<u64>,
+    pub(crate) problems: Vec<ProblemJson>,
+    pub(crate) truncated: bool,
+    pub(crate) stats: Option<StatsJson>,
+    pub(crate) error: Option<String>,
     #[serde(skip)]
-    exit_code: i32,
+    pub(crate) exit_code: i32,
 }
 
 /// Expand directories into their `*.hfile` files (recursively, sorted); files stay as given.
@@ -109,7 +109,7 @@ fn walk_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn verify_file(path: &Path, mmap: bool) -> FileResult {
+pub(crate) fn verify_file(path: &Path, mmap: bool) -> FileResult {
     let name = path.display().to_string();
     let failed = |e: String| FileResult {
         file: name.clone(),
@@ -179,7 +179,7 @@ fn from_report(r: VerifyReport, has_bloom_meta: bool) -> FileResult {
     }
 }
 
-fn text_of(r: &FileResult) -> String {
+pub(crate) fn text_of(r: &FileResult) -> String {
     let mut s = String::new();
     for p in &r.problems {
         s.push_str(&format!(

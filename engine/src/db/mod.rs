@@ -62,7 +62,7 @@ use cellar_format::{BlockCache, HFileReader, ReaderOptions};
 use sv::SuperVersion;
 
 /// Sub-directory of the WAL segments.
-const WAL_DIR: &str = "wal";
+pub(crate) const WAL_DIR: &str = "wal";
 /// The lock file.
 const LOCK_FILE: &str = "LOCK";
 
@@ -924,7 +924,11 @@ impl DbInner {
     /// A reader of an HFile outside both caches, for compaction: a compaction reads each
     /// input block once, and sending those through the block cache would evict what readers
     /// use (RocksDB's `fill_cache = false` for compaction reads).
-    fn uncached_reader(&self, family: u32, number: FileNumber) -> Result<HFileReader<FormatSource>> {
+    fn uncached_reader(
+        &self,
+        family: u32,
+        number: FileNumber,
+    ) -> Result<HFileReader<FormatSource>> {
         let path = manifest::hfile_path(&self.dir, family, number);
         let file = self
             .fs

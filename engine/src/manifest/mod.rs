@@ -392,7 +392,7 @@ impl Manifest {
 }
 
 /// Whether `e` can be the first record of a manifest: a snapshot sets every counter.
-fn is_snapshot(e: &VersionEdit) -> bool {
+pub(crate) fn is_snapshot(e: &VersionEdit) -> bool {
     e.next_file_number.is_some()
         && e.last_seq.is_some()
         && e.log_number.is_some()

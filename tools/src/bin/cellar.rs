@@ -1,9 +1,16 @@
-//! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile` now;
-//! `shell`; `bench`, `wal` later), each a thin layer over `cellar_tools`.
+//! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile`; the
+//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`; `shell`; `bench`),
+//! each a thin layer over `cellar_tools`.
 
 use clap::{Parser, Subcommand};
 
+use cellar_tools::bench::BenchArgs;
 use cellar_tools::build::BuildArgs;
+use cellar_tools::db::compact::CompactArgs;
+use cellar_tools::db::levels::LevelsArgs;
+use cellar_tools::db::manifest_dump::ManifestDumpArgs;
+use cellar_tools::db::verify::DbVerifyArgs;
+use cellar_tools::db::wal_dump::WalDumpArgs;
 use cellar_tools::dump::DumpArgs;
 use cellar_tools::shell::ShellArgs;
 use cellar_tools::verify::VerifyArgs;
@@ -23,6 +30,19 @@ enum Command {
     Hfile(HfileCommand),
     /// HBase shell commands against a database directory (interactive on a TTY).
     Shell(ShellArgs),
+    /// The LSM shape of a database: per table and family, each level's files (read-only).
+    Levels(LevelsArgs),
+    /// Every version edit of a database's manifest, in order (read-only).
+    ManifestDump(ManifestDumpArgs),
+    /// Every record of a database's WAL with its mutations (read-only).
+    WalDump(WalDumpArgs),
+    /// Check a whole database: manifest, every live HFile, levels, WAL (read-only; exit codes
+    /// as hfile-verify: 0 clean, 1 corruption, 2 usage or I/O error).
+    Verify(DbVerifyArgs),
+    /// Open a database and run its due compactions, or a major compaction.
+    Compact(CompactArgs),
+    /// db_bench-style workloads and YCSB A–F against an embedded database.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -46,6 +66,12 @@ fn main() {
         Command::Hfile(HfileCommand::Build(a)) => cellar_tools::build::run(a, out),
         Command::Hfile(HfileCommand::Dump(a)) => cellar_tools::dump::run(a, out),
         Command::Hfile(HfileCommand::Verify(a)) => cellar_tools::verify::run(a, out),
+        Command::Levels(a) => cellar_tools::db::levels::run(a, out),
+        Command::ManifestDump(a) => cellar_tools::db::manifest_dump::run(a, out),
+        Command::WalDump(a) => cellar_tools::db::wal_dump::run(a, out),
+        Command::Verify(a) => cellar_tools::db::verify::run(a, out),
+        Command::Compact(a) => cellar_tools::db::compact::run(a, out),
+        Command::Bench(a) => cellar_tools::bench::run(a, out),
         Command::Shell(_) => Ok(cellar_tools::EXIT_OK),
     };
     std::process::exit(cellar_tools::finish(outcome));

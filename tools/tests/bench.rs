@@ -1,0 +1,146 @@
+//! `cellar bench`: a tiny run of every workload through the real binary, checking the JSON
+//! contract (one object per line per benchmark, with every documented field).
+
+mod common;
+
+use common::{run, CELLAR};
+use serde_json::Value;
+
+const FIELDS: &[&str] = &[
+    "benchmark",
+    "ops",
+    "threads",
+    "seconds",
+    "ops_per_sec",
+    "mb_per_sec",
+    "micros_per_op",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "found",
+    "write_amplification",
+    "space_amplification",
+    "stall_micros",
+    "block_cache_hit_ratio",
+    "peak_rss_bytes",
+    "db_bytes",
+    "settle_seconds",
+    "key_size",
+    "value_size",
+    "durability",
+];
+
+fn bench(args: &[&str]) -> Vec<Value> {
+    let d = tempfile::tempdir().unwrap();
+    let mut all = vec!["bench", "--format", "json"];
+    all.extend_from_slice(args);
+    let r = run(CELLAR, &all, d.path());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn every_workload_reports_every_field() {
+    let names = "fillseq,fillrandom,overwrite,readrandom,readmissing,seekrandom,readseq,\
+                 readreverse,deleterandom,readwhilewriting,fillsync,ycsb-a,ycsb-b,ycsb-c,\
+                 ycsb-d,ycsb-e,ycsb-f";
+    let out = bench(&["--num", "2000", "--benchmarks", names, "--seek-nexts", "10"]);
+    let expected: Vec<&str> = names.split(',').collect();
+    let got: Vec<&str> = out
+        .iter()
+        .map(|v| v["benchmark"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, expected);
+    for v in &out {
+        let name = v["benchmark"].as_str().unwrap();
+        for f in FIELDS {
+            assert!(v.get(*f).is_some(), "{name}: no field {f}: {v}");
+        }
+        assert!(v["ops"].as_u64().unwrap() > 0, "{name}: {v}");
+        assert!(v["ops_per_sec"].as_f64().unwrap() > 0.0, "{name}");
+        let (p50, p99, p999) = (
+            v["p50_us"].as_f64().unwrap(),
+            v["p99_us"].as_f64().unwrap(),
+            v["p999_us"].as_f64().unwrap(),
+        );
+        assert!(p50 <= p99 && p99 <= p999, "{name}: {v}");
+        assert_eq!(v["key_size"], 16);
+        assert_eq!(v["value_size"], 100);
+    }
+    let by = |n: &str| out.iter().find(|v| v["benchmark"] == n).unwrap();
+    assert_eq!(by("fillseq")["ops"], 2000);
+    assert_eq!(by("fillseq")["found"], Value::Null);
+    assert!(by("fillseq")["write_amplification"].as_f64().unwrap() > 0.0);
+    assert!(by("fillseq")["db_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(by("readmissing")["found"], 0);
+    // After fillrandom + overwrite most keys exist.
+    assert!(by("readrandom")["found"].as_u64().unwrap() > 1000);
+    assert!(by("readrandom")["block_cache_hit_ratio"].as_f64().unwrap() > 0.0);
+    // fillseq then reads in order: readseq sees every key.
+    assert_eq!(by("readseq")["ops"], by("readreverse")["ops"]);
+    assert_eq!(by("fillsync")["durability"], "fsync");
+    assert_eq!(by("fillsync")["ops"], 20);
+    assert_eq!(by("ycsb-c")["write_amplification"], 0.0);
+    assert_eq!(by("ycsb-c")["found"], 2000, "YCSB runs on a full load");
+}
+
+#[test]
+fn threads_duration_and_text_summary() {
+    let d = tempfile::tempdir().unwrap();
+    let r = run(
+        CELLAR,
+        &[
+            "bench",
+            "--num",
+            "3000",
+            "--threads",
+            "3",
+            "--benchmarks",
+            "fillseq,readrandom",
+            "--db",
+            "db",
+        ],
+        d.path(),
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("fillseq         :"), "{}", r.stdout);
+    assert!(r.stdout.contains("(3000 of 3000 found)"), "{}", r.stdout);
+    assert!(r.stdout.contains("BENCHMARK"), "{}", r.stdout);
+    assert!(r.stdout.contains("P99.9 US"), "{}", r.stdout);
+    // The database stays and is whole.
+    let v = run(CELLAR, &["verify", "db"], d.path());
+    assert_eq!(v.code, 0, "{}", v.stdout);
+
+    let out = bench(&[
+        "--num",
+        "1000",
+        "--benchmarks",
+        "readrandom",
+        "--duration",
+        "0.3",
+        "--threads",
+        "2",
+    ]);
+    let s = out[0]["seconds"].as_f64().unwrap();
+    assert!((0.25..5.0).contains(&s), "{s}");
+    assert_eq!(out[0]["threads"], 2);
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    for args in [
+        &["bench", "--benchmarks", "nosuch"][..],
+        &["bench", "--threads", "0"],
+        &["bench", "--num", "100000", "--key-size", "3"],
+        &["bench", "--duration", "-1"],
+    ] {
+        let r = run(CELLAR, args, d.path());
+        assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(!r.stderr.contains("panicked"));
+    }
+}
