@@ -80,6 +80,7 @@ pub mod memstore;
 pub mod read;
 pub mod schema;
 mod sync_shim;
+pub mod tags;
 pub mod types;
 pub mod visibility;
 pub mod wal;

@@ -239,9 +239,22 @@ impl<'a> Purger<'a> {
 
     /// Decide the next cell (key order; a new row or family starts over by itself).
     pub fn push(&mut self, key: &KeyRef<'_>) -> Decision {
+        self.push_with_tags(key, &[])
+    }
+
+    /// [`Purger::push`] for a cell with tags: a cell past its per-cell TTL (SPEC.md §13 rule 7) is
+    /// dropped at every compaction; it counts as no version, so no rank moves.
+    pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Decision {
         self.track_position(key);
-        let verdict = self.resolver.push(key);
-        let decision = self.decide(key, verdict);
+        let verdict = self.resolver.push_with_tags(key, tags);
+        let cell_ttl_expired = verdict == Verdict::Expired
+            && crate::tags::cell_ttl(tags)
+                .is_some_and(|ttl| key.timestamp.saturating_add(ttl) < self.params.now_ms);
+        let decision = if cell_ttl_expired {
+            Decision::Drop(DropReason::Expired)
+        } else {
+            self.decide(key, verdict)
+        };
         if let Decision::Drop(reason) = decision {
             self.dropped.add(reason);
         }

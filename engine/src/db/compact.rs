@@ -509,7 +509,7 @@ impl DbInner {
                     what: format!("undecodable key in a compaction input: {m}"),
                 })?;
                 cells_read += 1;
-                match purger.push(&key) {
+                match purger.push_with_tags(&key, merge.tags()) {
                     Decision::Drop(why) => {
                         if let Some(n) = dropped.get_mut(drop_index(why)) {
                             *n += 1;

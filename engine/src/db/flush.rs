@@ -252,7 +252,7 @@ impl DbInner {
                 offset: 0,
                 what: format!("memstore key: {m}"),
             })?;
-            if purger.push(&key).is_keep() {
+            if purger.push_with_tags(&key, it.tags()).is_keep() {
                 w.append_with_tags(&key, it.value(), it.tags())?;
                 min_seq = min_seq.min(key.seq);
             }

@@ -21,6 +21,8 @@ pub(crate) struct PendingCell {
 pub struct Put {
     pub(crate) row: Vec<u8>,
     pub(crate) cells: Vec<PendingCell>,
+    /// Per-cell TTL of every cell of this put, in ms after each cell's timestamp.
+    pub(crate) ttl_ms: Option<u64>,
 }
 
 impl Put {
@@ -29,7 +31,16 @@ impl Put {
         Put {
             row: row.into(),
             cells: Vec::new(),
+            ttl_ms: None,
         }
+    }
+
+    /// HBase's `Put.setTTL`: every cell of this put expires `ttl` after its timestamp. It can
+    /// only shorten the family's TTL, never extend it, and MIN_VERSIONS does not keep a cell
+    /// past it (SPEC.md §13 rule 7).
+    pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ttl_ms = Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        self
     }
 
     /// Add a value at the current time (resolved when the write is applied).

@@ -161,7 +161,7 @@ impl DbInner {
             if key.row != get.row.as_slice() {
                 break;
             }
-            let skip = resolvers.push(&key, merge.value(), &mut cells)?;
+            let skip = resolvers.push(&key, merge.value(), merge.tags(), &mut cells)?;
             advance(&mut merge, skip)?;
         }
         if let Some(e) = eval.as_mut() {
@@ -284,12 +284,13 @@ impl<'q> Resolvers<'q> {
         &mut self,
         key: &KeyRef<'_>,
         value: &[u8],
+        tags: &[u8],
         out: &mut Vec<Cell>,
     ) -> Result<Option<Vec<u8>>> {
         let Some(r) = self.by_family.get_mut(key.family) else {
             return Ok(None);
         };
-        if r.push(key).is_included() {
+        if r.push_with_tags(key, tags).is_included() {
             let v = if key.cell_type() == Some(CellType::Put) {
                 value
             } else {
@@ -342,35 +343,41 @@ enum Resume {
 struct RowCells {
     keys: Vec<u8>,
     values: Vec<u8>,
-    /// End of each cell's key and value in the buffers, in the order gathered.
-    ends: Vec<(usize, usize)>,
+    tags: Vec<u8>,
+    /// End of each cell's key, value and tags in the buffers, in the order gathered.
+    ends: Vec<(usize, usize, usize)>,
 }
 
 impl RowCells {
     fn clear(&mut self) {
         self.keys.clear();
         self.values.clear();
+        self.tags.clear();
         self.ends.clear();
     }
 
-    fn push(&mut self, key: &[u8], value: &[u8]) {
+    fn push(&mut self, key: &[u8], value: &[u8], tags: &[u8]) {
         self.keys.extend_from_slice(key);
         self.values.extend_from_slice(value);
-        self.ends.push((self.keys.len(), self.values.len()));
+        self.tags.extend_from_slice(tags);
+        self.ends
+            .push((self.keys.len(), self.values.len(), self.tags.len()));
     }
 
-    /// The cells in ascending key order (the reverse of how they were gathered).
-    fn ascending(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    /// The cells (key, value, tags) in ascending key order (the reverse of how they were
+    /// gathered).
+    fn ascending(&self) -> impl Iterator<Item = (&[u8], &[u8], &[u8])> {
         (0..self.ends.len()).rev().map(move |i| {
-            let (k0, v0) = i
+            let (k0, v0, t0) = i
                 .checked_sub(1)
                 .and_then(|j| self.ends.get(j))
                 .copied()
-                .unwrap_or((0, 0));
-            let (k1, v1) = self.ends.get(i).copied().unwrap_or((k0, v0));
+                .unwrap_or((0, 0, 0));
+            let (k1, v1, t1) = self.ends.get(i).copied().unwrap_or((k0, v0, t0));
             (
                 self.keys.get(k0..k1).unwrap_or_default(),
                 self.values.get(v0..v1).unwrap_or_default(),
+                self.tags.get(t0..t1).unwrap_or_default(),
             )
         })
     }
@@ -520,7 +527,7 @@ impl ScanIter {
                 resolvers.reset();
             }
             self.cells_read += 1;
-            let skip = resolvers.push(&key, merge.value(), &mut cells)?;
+            let skip = resolvers.push(&key, merge.value(), merge.tags(), &mut cells)?;
             advance(&mut merge, skip)?;
         }
         if let Some(done) = row {
@@ -587,14 +594,14 @@ impl ScanIter {
             // the first one reached is its last.
             raw.clear();
             while merge.valid() && key_row(merge.key()) == Some(row.as_slice()) {
-                raw.push(merge.key(), merge.value());
+                raw.push(merge.key(), merge.value(), merge.tags());
                 merge.prev()?;
             }
             resolvers.reset();
             let mut cells = Vec::new();
-            for (k, v) in raw.ascending() {
+            for (k, v, tags) in raw.ascending() {
                 self.cells_read += 1;
-                resolvers.push(&parse(k)?, v, &mut cells)?;
+                resolvers.push(&parse(k)?, v, tags, &mut cells)?;
             }
             rows += emit(
                 &mut self.buffer,

@@ -137,8 +137,12 @@ impl DbInner {
                             "a put needs at least one cell".into(),
                         ));
                     }
+                    let tags = p
+                        .ttl_ms
+                        .map(crate::tags::encode_cell_ttl)
+                        .unwrap_or_default();
                     for c in &p.cells {
-                        out.push(cell(t, &p.row, c, now)?);
+                        out.push(cell(t, &p.row, c, now, &tags)?);
                     }
                 }
                 Mutation::Delete(d) => self.resolve_delete(sv, t, &d.row, &d.ops, now, &mut out)?,
@@ -305,7 +309,13 @@ fn family_not_found(t: &TableInfo, family: &str) -> Error {
     }
 }
 
-fn cell(t: &TableInfo, row: &[u8], c: &PendingCell, now: Timestamp) -> Result<BatchMutation> {
+fn cell(
+    t: &TableInfo,
+    row: &[u8],
+    c: &PendingCell,
+    now: Timestamp,
+    tags: &[u8],
+) -> Result<BatchMutation> {
     let f = t
         .family(&c.family)
         .ok_or_else(|| family_not_found(t, &c.family))?;
@@ -320,7 +330,7 @@ fn cell(t: &TableInfo, row: &[u8], c: &PendingCell, now: Timestamp) -> Result<Ba
         },
         cell_type: c.cell_type,
         value: c.value.clone(),
-        tags: Vec::new(),
+        tags: tags.to_vec(),
     })
 }
 

@@ -297,6 +297,12 @@ impl<'q> RowResolver<'q> {
 
     /// Decide the fate of the next cell (of this row and family, in key order).
     pub fn push(&mut self, key: &KeyRef<'_>) -> Verdict {
+        self.push_with_tags(key, &[])
+    }
+
+    /// [`RowResolver::push`] for a cell with tags: a per-cell TTL in them (SPEC.md §13 rule 7)
+    /// expires the cell on its own.
+    pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Verdict {
         // The column starts with its first cell, visible or not: `column_done` must describe
         // the column of the cell just pushed, or a reader skipping a finished column would
         // skip the next column's visible versions after its invisible ones.
@@ -319,7 +325,18 @@ impl<'q> RowResolver<'q> {
             return self.raw(key, ty);
         }
         match ty {
-            CellType::Put => self.put(key.timestamp, key.seq),
+            CellType::Put => {
+                // A per-cell TTL expires the cell before anything else looks at it (HBase
+                // checks it first too): it neither counts as a version nor shadows an older
+                // write at its timestamp, and MIN_VERSIONS does not keep it.
+                if self.column.selected
+                    && crate::tags::cell_ttl(tags)
+                        .is_some_and(|ttl| key.timestamp.saturating_add(ttl) < self.params.now_ms)
+                {
+                    return Verdict::Expired;
+                }
+                self.put(key.timestamp, key.seq)
+            }
             CellType::DeleteFamily => {
                 // Masks every column of the family at or below its timestamp.
                 if self.tracks_marker(key.timestamp) {

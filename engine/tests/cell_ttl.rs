@@ -1,0 +1,159 @@
+//! Per-cell TTL (HBase's `Put.setTTL`, MISSION.md rule 7, SPEC.md §13 rule 7): a cell expires its TTL
+//! after its timestamp, can only shorten the family TTL, is not kept by MIN_VERSIONS, survives
+//! flush, reopen and compaction as long as it lives, and is dropped by compaction once expired.
+
+use std::time::Duration;
+
+use cellar::types::now_ms;
+use cellar::{Db, FamilyDescriptor, Get, Options, Put, Scan, TableDescriptor};
+
+fn open(dir: &std::path::Path, fam: FamilyDescriptor) -> Db {
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    let db = Db::open(dir, o).unwrap();
+    if !db.table_exists("t").unwrap() {
+        db.create_table(TableDescriptor::new("t").family(fam))
+            .unwrap();
+    }
+    db
+}
+
+fn value(db: &Db, row: &str) -> Option<Vec<u8>> {
+    db.table("t")
+        .unwrap()
+        .get(&Get::new(row).column("f", "q"))
+        .unwrap()
+        .and_then(|r| r.value("f", "q").map(|v| v.to_vec()))
+}
+
+#[test]
+fn a_cell_expires_after_its_own_ttl_and_compaction_drops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), FamilyDescriptor::new("f").max_versions(3));
+    let t = db.table("t").unwrap();
+    let now = now_ms();
+    // Timestamps in the past: one already past a 1 s TTL, one well within a 1 h TTL.
+    t.put(
+        Put::new("old")
+            .add_at("f", "q", now - 5_000, "x")
+            .ttl(Duration::from_secs(1)),
+    )
+    .unwrap();
+    t.put(
+        Put::new("young")
+            .add_at("f", "q", now, "y")
+            .ttl(Duration::from_secs(3600)),
+    )
+    .unwrap();
+    t.put(Put::new("plain").add_at("f", "q", now - 5_000, "p"))
+        .unwrap();
+    assert_eq!(value(&db, "old"), None);
+    assert_eq!(value(&db, "young").as_deref(), Some(&b"y"[..]));
+    assert_eq!(value(&db, "plain").as_deref(), Some(&b"p"[..]));
+    // Through a flush (the tag goes to the file) and a reopen.
+    db.flush().unwrap();
+    drop(t);
+    drop(db);
+    let db = open(dir.path(), FamilyDescriptor::new("f"));
+    assert_eq!(value(&db, "old"), None);
+    assert_eq!(value(&db, "young").as_deref(), Some(&b"y"[..]));
+    // The flush already dropped the expired cell; raw scans show what is stored.
+    let raw: Vec<_> = db
+        .table("t")
+        .unwrap()
+        .scan(Scan::new().raw())
+        .unwrap()
+        .map(|r| r.unwrap().key)
+        .collect();
+    assert_eq!(raw, vec![b"plain".to_vec(), b"young".to_vec()]);
+    db.major_compact("t", None).unwrap();
+    assert_eq!(value(&db, "young").as_deref(), Some(&b"y"[..]));
+    assert_eq!(value(&db, "plain").as_deref(), Some(&b"p"[..]));
+}
+
+#[test]
+fn a_cell_ttl_shortens_but_never_extends_the_family_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(
+        dir.path(),
+        FamilyDescriptor::new("f").ttl(Duration::from_secs(10)),
+    );
+    let t = db.table("t").unwrap();
+    let now = now_ms();
+    // 60 s old with a 1 h cell TTL: the family's 10 s still expires it.
+    t.put(
+        Put::new("a")
+            .add_at("f", "q", now - 60_000, "a")
+            .ttl(Duration::from_secs(3600)),
+    )
+    .unwrap();
+    // 5 s old with a 1 s cell TTL: gone although the family would keep it.
+    t.put(
+        Put::new("b")
+            .add_at("f", "q", now - 5_000, "b")
+            .ttl(Duration::from_secs(1)),
+    )
+    .unwrap();
+    // 5 s old, no cell TTL: the family keeps it.
+    t.put(Put::new("c").add_at("f", "q", now - 5_000, "c"))
+        .unwrap();
+    assert_eq!(value(&db, "a"), None);
+    assert_eq!(value(&db, "b"), None);
+    assert_eq!(value(&db, "c").as_deref(), Some(&b"c"[..]));
+}
+
+#[test]
+fn min_versions_do_not_keep_a_cell_past_its_own_ttl_and_an_older_write_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(
+        dir.path(),
+        FamilyDescriptor::new("f")
+            .max_versions(3)
+            .min_versions(1)
+            .ttl(Duration::from_secs(3600)),
+    );
+    let t = db.table("t").unwrap();
+    let now = now_ms();
+    let ts = now - 5_000;
+    t.put(Put::new("r").add_at("f", "q", ts, "kept")).unwrap();
+    // A newer write at the same timestamp with a short TTL: once it expires it neither shows
+    // nor shadows the older write (it counts as no version).
+    t.put(
+        Put::new("r")
+            .add_at("f", "q", ts, "short")
+            .ttl(Duration::from_secs(1)),
+    )
+    .unwrap();
+    assert_eq!(value(&db, "r").as_deref(), Some(&b"kept"[..]));
+    // MIN_VERSIONS 1 does not keep a cell past its own TTL.
+    t.put(
+        Put::new("s")
+            .add_at("f", "q", ts, "gone")
+            .ttl(Duration::from_secs(1)),
+    )
+    .unwrap();
+    assert_eq!(value(&db, "s"), None);
+    db.major_compact("t", None).unwrap();
+    assert_eq!(value(&db, "r").as_deref(), Some(&b"kept"[..]));
+    assert_eq!(value(&db, "s"), None);
+}
+
+#[test]
+fn a_live_cell_ttl_expires_while_the_database_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), FamilyDescriptor::new("f"));
+    let t = db.table("t").unwrap();
+    t.put(
+        Put::new("r")
+            .add("f", "q", "v")
+            .ttl(Duration::from_millis(300)),
+    )
+    .unwrap();
+    assert_eq!(value(&db, "r").as_deref(), Some(&b"v"[..]));
+    db.flush().unwrap();
+    assert_eq!(value(&db, "r").as_deref(), Some(&b"v"[..]));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(value(&db, "r"), None);
+    let reversed: Vec<_> = t.scan(Scan::new().reversed()).unwrap().collect();
+    assert!(reversed.is_empty());
+}
