@@ -56,6 +56,12 @@
 //! refuses writes with [`Error::Poisoned`] until reopened, and never retries an fsync and trusts
 //! it.
 //!
+//! A full disk is reported by kind: the call that hit it gets [`Error::NoSpace`], and a
+//! poisoned database remembers the cause ([`Db::poison`], [`PoisonCause::NoSpace`];
+//! [`Error::is_no_space`] covers both). WAL and manifest writes poison on it; a flush or
+//! compaction output that finds the disk full is removed and retried later instead, since no
+//! acknowledged write depends on it.
+//!
 //! # Modules
 //! - [`fs`]: the only door to files (real, and room for simulated and fault-injecting ones).
 //! - [`wal`]: the write-ahead log (io_uring with group commit, or pwrite; SPEC.md §16).
@@ -75,6 +81,7 @@ pub mod error;
 pub mod fs;
 pub mod inspect;
 pub mod keys;
+pub mod kill;
 pub mod manifest;
 pub mod memstore;
 pub mod read;
@@ -92,7 +99,8 @@ pub use db::{
     Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats, Table,
     WriteBatch, WriteOptions,
 };
-pub use error::{Error, Result};
+pub use error::{Error, Poison, PoisonCause, Result};
+pub(crate) use kill::kill_point;
 pub use read::filter::{CompareOp, Filter};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};
 pub use schema::{

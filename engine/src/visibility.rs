@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::sync_shim::{Condvar, Mutex};
 use crate::types::SeqNo;
 
@@ -29,7 +29,7 @@ struct Inner {
     visible: SeqNo,
     /// Applied batches above `visible + 1` (waiting for an earlier one).
     done: BTreeSet<SeqNo>,
-    poisoned: Option<String>,
+    poisoned: Option<Poison>,
 }
 
 /// Publishes the read point in sequence order.
@@ -100,10 +100,10 @@ impl Visibility {
     }
 
     /// Wake every waiter with `Poisoned` (a batch will never complete).
-    pub fn poison(&self, why: &str) {
+    pub fn poison(&self, why: &Poison) {
         let mut g = lock(&self.inner);
         if g.poisoned.is_none() {
-            g.poisoned = Some(why.to_owned());
+            g.poisoned = Some(why.clone());
         }
         drop(g);
         self.cv.notify_all();
@@ -148,7 +148,7 @@ mod tests {
             let v = v.clone();
             std::thread::spawn(move || v.wait_visible(4))
         };
-        v.poison("wal write failed");
+        v.poison(&Poison::new(crate::PoisonCause::Io, "wal write failed"));
         assert!(matches!(w.join().unwrap(), Err(Error::Poisoned(_))));
     }
 }
@@ -199,7 +199,7 @@ mod loom_tests {
                 let v = v.clone();
                 thread::spawn(move || v.wait_visible(1))
             };
-            v.poison("x");
+            v.poison(&Poison::new(crate::PoisonCause::Io, "x"));
             assert!(waiter.join().unwrap().is_err());
         });
     }

@@ -404,8 +404,16 @@ fn failed_write_poisons() {
     let (w, plan) = failing(d.path(), 1 << 20);
     assert_eq!(w.append(b"a", Durability::SyncWal).unwrap(), 1);
     fail_nth_write(&plan, 1);
-    assert_poisoned(w.append(b"b", Durability::SyncWal));
+    // The group that met the full disk gets the typed error; later calls `Poisoned`, with the
+    // cause kept.
+    let r = w.append(b"b", Durability::SyncWal);
+    assert!(matches!(r, Err(Error::NoSpace { .. })), "got {r:?}");
+    assert_eq!(w.poison().unwrap().cause, cellar::PoisonCause::NoSpace);
     assert_stays_poisoned(&w, &plan);
+    assert!(w
+        .append(b"c", Durability::SyncWal)
+        .unwrap_err()
+        .is_no_space());
     drop(w);
     assert_eq!(
         read_all(d.path(), RecoveryMode::Strict),

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod build;
+pub mod crash;
 pub mod db;
 pub mod dump;
 pub mod emit;

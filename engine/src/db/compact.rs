@@ -224,8 +224,12 @@ impl DbInner {
                 self.note_failure(&task, &e);
             }
             self.finish_task(&task);
+            // The task's own references kept its inputs out of `finish_task`'s collection;
+            // collect again without them, or the replaced files would wait for the next pass.
+            drop(task);
+            let mut st = self.compaction.lock();
+            self.collect_garbage(&mut st);
             if failed {
-                let mut st = self.compaction.lock();
                 self.compaction_cv.wait_for(&mut st, ERROR_BACKOFF);
             }
         }
@@ -239,8 +243,11 @@ impl DbInner {
             error = %e,
             "compaction failed; inputs kept, will retry"
         );
-        if matches!(e, Error::Poisoned(_)) {
-            self.poison(format!("compaction: {e}"));
+        // Only a failed manifest write poisons: a failed output (a full disk included) was
+        // removed and the task is retried after a back-off.
+        let manifest_poison = self.manifest.lock().0.poison_reason().cloned();
+        if let Some(p) = manifest_poison {
+            self.poison(p);
         }
     }
 
@@ -333,7 +340,12 @@ impl DbInner {
                 self.note_failure(&task, e);
             }
             self.finish_task(&task);
-            self.compaction.lock().manual.remove(&family);
+            drop(task);
+            {
+                let mut st = self.compaction.lock();
+                st.manual.remove(&family);
+                self.collect_garbage(&mut st);
+            }
             r?;
         }
         Ok(())
@@ -398,9 +410,12 @@ impl DbInner {
                 return Ok(());
             }
             if let Err(e) = man.log_and_apply(state, edit) {
+                // A failed write or sync may still have made the edit durable (RocksDB #4990):
+                // the outputs stay unless the manifest is known not to reference them.
+                let maybe_logged = man.is_poisoned();
                 drop(m);
                 drop(_exclusive);
-                if !matches!(e, Error::Poisoned(_)) && !task.trivial_move {
+                if !maybe_logged && !task.trivial_move {
                     self.remove_outputs(&outputs);
                 }
                 return Err(e);
@@ -408,6 +423,7 @@ impl DbInner {
             let current = self.sv();
             *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
         }
+        crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
         if !task.trivial_move {
             let mut st = self.compaction.lock();
@@ -575,6 +591,7 @@ impl DbInner {
                 ));
             }
         }
+        crate::kill_point!("compaction.after_sync");
         Ok((outputs, cells_read, dropped))
     }
 
@@ -761,6 +778,8 @@ impl DbInner {
                         self.note_failure(&t, e);
                     }
                     self.finish_task(&t);
+                    drop(t);
+                    self.collect_garbage(&mut self.compaction.lock());
                     r?;
                 }
                 _ => {

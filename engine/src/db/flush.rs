@@ -16,11 +16,31 @@ use cellar_format::{BloomConfig, HFileWriter, WriterOptions};
 use super::sv::{FamilyMems, SuperVersion};
 use super::{DbInner, FrozenGen};
 use crate::compaction::purge::{PurgeParams, Purger};
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::fs::AppendWriter;
 use crate::manifest::{self, VersionEdit};
 use crate::memstore::MemStore;
 use crate::types::{now_ms, CellIter, FileMeta};
+
+/// How long the flush thread waits before retrying a flush that failed for lack of space.
+const FLUSH_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What `write_generation` wrote.
+#[derive(Debug)]
+struct Generation {
+    added: Vec<FileMeta>,
+    flushed_seq: Vec<(crate::types::FamilyId, u64)>,
+    started: Instant,
+}
+
+/// How a flush failed.
+#[derive(Debug)]
+enum FlushFailure {
+    /// Before the manifest edit, for lack of space: outputs removed, retry later.
+    Retry(Error),
+    /// Anything else: the database is poisoned.
+    Fatal(Error),
+}
 
 impl DbInner {
     /// Ask for a switch; only one thread performs it.
@@ -31,7 +51,7 @@ impl DbInner {
         let r = self.switch_memstores(false);
         self.switch_requested.store(false, Ordering::Release);
         if let Err(e) = r {
-            self.poison(format!("memstore switch failed: {e}"));
+            self.poison(Poison::from_error("memstore switch failed", &e));
         }
     }
 
@@ -46,6 +66,7 @@ impl DbInner {
             return Ok(false);
         }
         let boundary = self.wal.roll()?;
+        crate::kill_point!("switch.after_wal_roll");
         // Every unlogged write is in the generation frozen now, which the flush thread drains.
         self.unlogged.store(false, Ordering::Release);
         let mut next = SuperVersion::clone(&sv);
@@ -84,8 +105,12 @@ impl DbInner {
 
     /// Switch whatever is in the active memstores and wait until every generation frozen so
     /// far is flushed.
+    ///
+    /// If a flush fails for lack of space meanwhile, returns `NoSpace` (the flush thread keeps
+    /// retrying; the data stays in the memstores and the WAL).
     pub(super) fn flush_and_wait(&self) -> Result<()> {
         self.check_poisoned()?;
+        let failures = self.counters.flush_failures.load(Ordering::Acquire);
         self.switch_memstores(true)?;
         let mut g = self.frozen.lock();
         loop {
@@ -95,8 +120,19 @@ impl DbInner {
             if g.is_empty() {
                 return Ok(());
             }
+            self.flush_no_space_since(failures)?;
             self.flush_cv.wait(&mut g);
         }
+    }
+
+    /// `NoSpace` if a flush failed for lack of space after the failure count was `since`.
+    pub(super) fn flush_no_space_since(&self, since: u64) -> Result<()> {
+        if self.counters.flush_failures.load(Ordering::Acquire) > since {
+            if let Some((path, doing)) = self.flush_no_space.lock().clone() {
+                return Err(Error::NoSpace { path, doing });
+            }
+        }
+        Ok(())
     }
 
     /// The flush thread: oldest generation first, until shutdown with nothing left.
@@ -127,15 +163,61 @@ impl DbInner {
                     g.pop_front();
                     self.flush_cv.notify_all();
                 }
-                Err(e) => {
-                    self.poison(format!("flush failed: {e}"));
+                Err(FlushFailure::Retry(e)) => {
+                    // A full disk before the manifest edit: nothing references the outputs
+                    // (removed), the generation is still in the memstores and the WAL, so the
+                    // same flush runs again once space may be back. Not a poison: the device
+                    // did nothing wrong, and nothing acknowledged depends on the files.
+                    tracing::error!(error = %e, "flush failed for lack of space; will retry");
+                    if let Error::NoSpace { path, doing } = &e {
+                        *self.flush_no_space.lock() = Some((path.clone(), doing.clone()));
+                    } else {
+                        *self.flush_no_space.lock() =
+                            Some((self.dir.clone(), format!("flushing: {e}")));
+                    }
+                    self.counters.flush_failures.fetch_add(1, Ordering::AcqRel);
+                    let mut g = self.frozen.lock();
+                    self.flush_cv.notify_all();
+                    if self.shutdown.load(Ordering::SeqCst) {
+                        // Closing: the WAL still holds the generation; the next open replays it.
+                        return;
+                    }
+                    self.flush_cv.wait_for(&mut g, FLUSH_RETRY_BACKOFF);
+                }
+                Err(FlushFailure::Fatal(e)) => {
+                    self.poison(Poison::from_error("flush failed", &e));
                     return;
                 }
             }
         }
     }
 
-    fn flush_generation(&self, gen: &FrozenGen) -> Result<()> {
+    fn flush_generation(&self, gen: &FrozenGen) -> Result<(), FlushFailure> {
+        let mut written = Vec::new();
+        let added = match self.write_generation(gen, &mut written) {
+            Ok(a) => a,
+            Err(e) => {
+                for p in &written {
+                    let _ = self.fs.remove(p);
+                }
+                return Err(if e.is_no_space() {
+                    FlushFailure::Retry(e)
+                } else {
+                    FlushFailure::Fatal(e)
+                });
+            }
+        };
+        self.install_generation(gen, added)
+            .map_err(FlushFailure::Fatal)
+    }
+
+    /// Write the generation's HFiles, synced, and sync their directories; `written` collects
+    /// every file created, so a failure can remove them.
+    fn write_generation(
+        &self,
+        gen: &FrozenGen,
+        written: &mut Vec<std::path::PathBuf>,
+    ) -> Result<Generation> {
         let started = Instant::now();
         let span = tracing::info_span!("flush", boundary = gen.boundary, families = gen.mems.len());
         let _enter = span.enter();
@@ -148,6 +230,7 @@ impl DbInner {
                 continue;
             };
             let number = self.manifest.lock().1.allocate_file_number();
+            written.push(manifest::hfile_path(&self.dir, mem.family(), number));
             let meta = self.write_hfile(mem, desc, number, gen.last_seq)?;
             flushed_seq.push((mem.family(), gen.last_seq));
             added.extend(meta);
@@ -163,6 +246,22 @@ impl DbInner {
                 .sync_dir(d)
                 .map_err(|e| Error::io(d, "syncing a family directory after flush", e))?;
         }
+        crate::kill_point!("flush.after_sync");
+        Ok(Generation {
+            added,
+            flushed_seq,
+            started,
+        })
+    }
+
+    /// Log the flush's manifest edit, swap the files in for the memstores, then delete the WAL
+    /// segments the generation covered.
+    fn install_generation(&self, gen: &FrozenGen, written: Generation) -> Result<()> {
+        let Generation {
+            added,
+            flushed_seq,
+            started,
+        } = written;
         let bytes: u64 = added.iter().map(|m| m.size).sum();
         let files = added.len() as u64;
         let edit = VersionEdit {
@@ -186,6 +285,7 @@ impl DbInner {
             }
             *self.sv.write() = Arc::new(next);
         }
+        crate::kill_point!("flush.after_manifest");
         self.update_pressure();
         self.kick_compaction();
         let deleted = self.wal.delete_segments_before(gen.boundary)?;

@@ -49,7 +49,7 @@ pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;
 
 use crate::cache::{CacheStats, FileCache, OpenFileStats, ShardedBlockCache};
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::fs::{FormatSource, LockGuard, SharedFs};
 use crate::manifest::{self, Manifest, ManifestState, TableEntry, VersionEdit};
 use crate::memstore::MemStore;
@@ -84,6 +84,8 @@ struct Counters {
     flushes: AtomicU64,
     flushed_bytes: AtomicU64,
     flushed_files: AtomicU64,
+    /// Flushes that failed for lack of space (and were retried).
+    flush_failures: AtomicU64,
     stalls: AtomicU64,
     stall_micros: AtomicU64,
     slowdowns: AtomicU64,
@@ -106,6 +108,8 @@ pub struct Stats {
     pub flushed_bytes: u64,
     /// HFiles written by flushes.
     pub flushed_files: u64,
+    /// Flush attempts that failed for lack of space; each was cleaned up and retried.
+    pub flush_failures: u64,
     /// Writes that had to wait for flushes (stop condition).
     pub stalls: u64,
     /// Time writers spent stopped, in microseconds.
@@ -216,7 +220,10 @@ pub(crate) struct DbInner {
     /// (wakes stalled writers and `flush` callers).
     flush_cv: Condvar,
     visibility: Visibility,
-    poisoned: Mutex<Option<String>>,
+    poisoned: Mutex<Option<Poison>>,
+    /// The file and operation of the last flush that failed for lack of space (the flush is
+    /// retried; callers waiting on it get `NoSpace`).
+    flush_no_space: Mutex<Option<(PathBuf, String)>>,
     snapshots: Mutex<snapshot::Registry>,
     /// Open readers by file number, at most `max_open_files` (see `crate::cache`).
     readers: FileCache<Arc<HFileReader<FormatSource>>>,
@@ -293,6 +300,7 @@ impl Drop for FlusherHandle {
         for t in self.compactors.lock().drain(..) {
             let _ = t.join();
         }
+        self.inner.seal_manifest();
     }
 }
 
@@ -368,6 +376,16 @@ impl Db {
 
     /// Why the database refuses writes, if it does.
     pub fn poisoned(&self) -> Option<String> {
+        self.inner
+            .poisoned
+            .lock()
+            .as_ref()
+            .map(|p| p.message.clone())
+    }
+
+    /// Why the database refuses writes, with the cause kind ([`crate::PoisonCause::NoSpace`]
+    /// means: free space, then reopen), if it does.
+    pub fn poison(&self) -> Option<Poison> {
         self.inner.poisoned.lock().clone()
     }
 
@@ -794,6 +812,7 @@ impl DbInner {
             flush_cv: Condvar::new(),
             visibility: Visibility::new(last_seq),
             poisoned: Mutex::new(None),
+            flush_no_space: Mutex::new(None),
             snapshots: Mutex::new(snapshot::Registry::new()),
             readers,
             block_cache,
@@ -831,8 +850,9 @@ impl DbInner {
         }
     }
 
-    /// Enter the sticky read-only state (RELIABILITY.md §2.0 rule 8).
-    fn poison(&self, why: String) {
+    /// Enter the sticky read-only state (RELIABILITY.md §2.0 rule 8). The first poison wins:
+    /// its cause is what every later call reports.
+    fn poison(&self, why: Poison) {
         tracing::error!(reason = %why, "database poisoned: no more writes until reopened");
         let mut p = self.poisoned.lock();
         if p.is_none() {
@@ -842,6 +862,22 @@ impl DbInner {
         self.visibility.poison(&why);
         let _g = self.frozen.lock();
         self.flush_cv.notify_all();
+    }
+
+    /// At a clean close, append an empty edit to the manifest: it attests that every record
+    /// before it was acknowledged, so damage to the last real edit reads as corruption instead
+    /// of as a torn append to drop (which would lose a flush or compaction whose WAL segments
+    /// or inputs are already deleted; found by `tests/corruption_sweep.rs`). A crash leaves the
+    /// last record unattested, as it must: it may really be torn.
+    fn seal_manifest(&self) {
+        if self.poisoned.lock().is_some() {
+            return;
+        }
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        if let Err(e) = man.log_and_apply(state, VersionEdit::default()) {
+            tracing::warn!(error = %e, "could not seal the manifest at close");
+        }
     }
 
     /// Log a schema edit and install the new super-version, excluding writers meanwhile.
@@ -860,8 +896,8 @@ impl DbInner {
         let (man, state) = &mut *m;
         let (edit, extra) = make(state)?;
         if let Err(e) = man.log_and_apply(state, edit) {
-            if matches!(e, Error::Poisoned(_)) {
-                self.poison(e.to_string());
+            if let Some(p) = man.poison_reason() {
+                self.poison(p.clone());
             }
             return Err(e);
         }
@@ -958,6 +994,7 @@ impl DbInner {
             flushes: c.flushes.load(Ordering::Relaxed),
             flushed_bytes: c.flushed_bytes.load(Ordering::Relaxed),
             flushed_files: c.flushed_files.load(Ordering::Relaxed),
+            flush_failures: c.flush_failures.load(Ordering::Relaxed),
             stalls: c.stalls.load(Ordering::Relaxed),
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
             slowdowns: c.slowdowns.load(Ordering::Relaxed),

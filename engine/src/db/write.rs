@@ -76,8 +76,10 @@ impl DbInner {
             let seq = match self.wal.append(&payload, d) {
                 Ok(s) => s,
                 Err(e) => {
-                    if matches!(e, Error::Poisoned(_)) {
-                        self.poison(e.to_string());
+                    // The caller gets the WAL's error (`NoSpace` for the group that hit a
+                    // full disk); the database takes the WAL's poison with its cause.
+                    if let Some(p) = self.wal.poison() {
+                        self.poison(p);
                     }
                     return Err(e);
                 }
@@ -251,8 +253,12 @@ impl DbInner {
 
     /// Slow writers down, then stop them, while flushes are behind (RELIABILITY: never grow
     /// without bound). Each stall is counted, timed and logged with its cause.
+    ///
+    /// A writer stopped while flushes fail for lack of space gets `NoSpace` instead of waiting
+    /// for space that may never come back.
     pub(super) fn stall_if_needed(&self) -> Result<()> {
         let mut stalled_since: Option<Instant> = None;
+        let flush_failures = self.counters.flush_failures.load(Ordering::Acquire);
         loop {
             self.check_poisoned()?;
             let (active, frozen) = self.sv().memstore_bytes();
@@ -280,6 +286,7 @@ impl DbInner {
                             self.request_switch();
                         }
                     }
+                    self.flush_no_space_since(flush_failures)?;
                     let mut g = self.frozen.lock();
                     self.flush_cv.wait_for(&mut g, Duration::from_millis(50));
                 }

@@ -6,6 +6,14 @@
 //! kind and logged, so a sweep can run a workload once to count operations and then fail the
 //! n-th one for every n.
 //!
+//! Besides failing operations, a `FaultFs` can make a write *short* (part of the buffer written,
+//! the short count returned, as `write(2)` may) or *interrupted* (EINTR, nothing written): both
+//! are transient and every engine write path (`File::write_all_at`, hence the WAL's pwrite
+//! device and the HFile `AppendWriter`) must continue them. And it can model a disk filling up:
+//! [`FaultFs::set_space_budget`] allows N more bytes of writes in total, then every write,
+//! allocation and file creation fails with ENOSPC (a write that straddles the limit is short,
+//! as on a real file system) until the budget is raised or removed.
+//!
 //! Files opened through a `FaultFs` report no raw descriptor, so the WAL uses its pwrite
 //! device and every byte it writes passes through the rules (io_uring would bypass them).
 
@@ -74,6 +82,11 @@ pub enum Fault {
     /// inner file system is a [`SimFs`] (Linux after a writeback error); on other file systems
     /// plain EIO with the data left dirty. Other kinds: as `Eio`.
     SyncErrorAndDrop,
+    /// On `write_at`: write the first half of the buffer (at least one byte) and return that
+    /// count. Not an error; the caller must continue. Other kinds: not injected.
+    ShortWrite,
+    /// Fail with EINTR; nothing is done. Transient: the caller retries.
+    Interrupted,
 }
 
 /// When and where to inject a fault.
@@ -168,6 +181,10 @@ struct State {
     rules: Vec<(Rule, u64)>,
     counts: [u64; 9],
     log: Vec<OpRecord>,
+    /// Bytes that may still be written; `None`: unlimited.
+    space_left: Option<u64>,
+    /// Operations failed with ENOSPC by the budget.
+    budget_failures: u64,
 }
 
 #[derive(Debug, Default)]
@@ -201,12 +218,40 @@ impl Shared {
         }
         fired
     }
+
+    /// Take up to `want` bytes from the space budget: how many may be written (`want` when
+    /// there is no budget), or ENOSPC when it is exhausted. `want == 0` checks only.
+    fn take_space(&self, kind: OpKind, path: &Path, want: u64) -> io::Result<u64> {
+        let mut st = self.state.lock();
+        let Some(left) = st.space_left else {
+            return Ok(want);
+        };
+        if left == 0 {
+            st.budget_failures += 1;
+            if st.log.len() < LOG_CAP {
+                st.log.push(OpRecord {
+                    kind,
+                    path: path.to_path_buf(),
+                    fault: Some(Fault::NoSpace),
+                });
+            }
+            return Err(fault_error(Fault::NoSpace));
+        }
+        let n = want.min(left);
+        st.space_left = Some(left - n);
+        Ok(n)
+    }
 }
+
+const EIO: i32 = 5;
+const EINTR: i32 = 4;
+const ENOSPC: i32 = 28;
 
 fn fault_error(f: Fault) -> io::Error {
     match f {
-        Fault::NoSpace => io::Error::from_raw_os_error(28),
-        _ => io::Error::from_raw_os_error(5),
+        Fault::NoSpace => io::Error::from_raw_os_error(ENOSPC),
+        Fault::Interrupted => io::Error::from_raw_os_error(EINTR),
+        _ => io::Error::from_raw_os_error(EIO),
     }
 }
 
@@ -279,6 +324,22 @@ impl<F: FileSystem> FaultFs<F> {
             .collect()
     }
 
+    /// Allow `bytes` more bytes of writes in total, after which writes, allocations and file
+    /// creations fail with ENOSPC (a full disk); `None` removes the limit (space came back).
+    pub fn set_space_budget(&self, bytes: Option<u64>) {
+        self.shared.state.lock().space_left = bytes;
+    }
+
+    /// Bytes the budget still allows (`None`: no budget).
+    pub fn space_left(&self) -> Option<u64> {
+        self.shared.state.lock().space_left
+    }
+
+    /// Operations the space budget failed with ENOSPC so far.
+    pub fn budget_failures(&self) -> u64 {
+        self.shared.state.lock().budget_failures
+    }
+
     /// Zero the counters and the log (rules keep their hit counts).
     pub fn reset_counts(&self) {
         let mut st = self.shared.state.lock();
@@ -308,8 +369,8 @@ pub struct FaultFile {
 impl FaultFile {
     fn check(&self, kind: OpKind) -> io::Result<()> {
         match self.shared.check(kind, &[&self.path]) {
+            Some(Fault::ShortWrite) | None => Ok(()),
             Some(f) => Err(fault_error(f)),
-            None => Ok(()),
         }
     }
 }
@@ -320,8 +381,29 @@ impl File for FaultFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.check(OpKind::Write)?;
-        self.inner.write_at(buf, offset)
+        let mut buf = buf;
+        match self.shared.check(OpKind::Write, &[&self.path]) {
+            None => {}
+            Some(Fault::ShortWrite) if buf.len() > 1 => buf = &buf[..buf.len() / 2],
+            Some(Fault::ShortWrite) => {}
+            Some(f) => return Err(fault_error(f)),
+        }
+        if buf.is_empty() {
+            return self.inner.write_at(buf, offset);
+        }
+        // Like a real file system, a write that does not fit entirely is short; the next one
+        // gets ENOSPC. (Overwrites are charged too: simple, and the engine never overwrites.)
+        let n = self
+            .shared
+            .take_space(OpKind::Write, &self.path, buf.len() as u64)?;
+        let written = self.inner.write_at(&buf[..n as usize], offset)?;
+        if (written as u64) < n {
+            // Return what the inner write did not use.
+            if let Some(left) = self.shared.state.lock().space_left.as_mut() {
+                *left += n - written as u64;
+            }
+        }
+        Ok(written)
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -350,6 +432,9 @@ impl File for FaultFile {
 
     fn allocate(&self, len: u64) -> io::Result<()> {
         self.check(OpKind::Allocate)?;
+        // Preallocation reserves no budget (the budget counts bytes written), but a full disk
+        // refuses it.
+        self.shared.take_space(OpKind::Allocate, &self.path, 0)?;
         self.inner.allocate(len)
     }
 
@@ -367,8 +452,8 @@ impl File for FaultFile {
 impl<F: FileSystem> FaultFs<F> {
     fn check(&self, kind: OpKind, paths: &[&Path]) -> io::Result<()> {
         match self.shared.check(kind, paths) {
+            Some(Fault::ShortWrite) | None => Ok(()),
             Some(f) => Err(fault_error(f)),
-            None => Ok(()),
         }
     }
 }
@@ -380,6 +465,8 @@ impl<F: FileSystem> FileSystem for FaultFs<F> {
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         self.check(OpKind::Create, &[path])?;
+        // A full disk has no room for a new inode's first block either.
+        self.shared.take_space(OpKind::Create, path, 0)?;
         match &self.sim {
             Some(s) => {
                 let f = s.create_sim(path)?;
@@ -506,6 +593,53 @@ mod tests {
                 .unwrap(),
             b"abc"
         );
+    }
+
+    #[test]
+    fn short_writes_and_eintr_are_continued_by_write_all_at() {
+        let fs = FaultFs::new(SimFs::new());
+        let f = fs.create(&p("/a")).unwrap();
+        fs.add_rule(Rule::on(OpKind::Write, Fault::ShortWrite).nth(1));
+        assert_eq!(f.write_at(b"abcdef", 0).unwrap(), 3);
+        // The first rule due fires: EINTR on the 2nd write from now, short writes otherwise.
+        fs.add_rule(Rule::on(OpKind::Write, Fault::Interrupted).nth(2));
+        fs.add_rule(Rule::on(OpKind::Write, Fault::ShortWrite).persistent());
+        f.write_all_at(b"0123456789", 0).unwrap();
+        assert_eq!(fs.inner().contents(&p("/a")).unwrap(), b"0123456789");
+        assert!(fs
+            .injected()
+            .iter()
+            .any(|r| r.fault == Some(Fault::Interrupted)));
+        // EINTR on a sync is an error like any other: an fsync is never retried.
+        fs.clear_rules();
+        fs.add_rule(Rule::on(OpKind::SyncData, Fault::Interrupted));
+        assert_eq!(
+            f.sync_data().unwrap_err().kind(),
+            io::ErrorKind::Interrupted
+        );
+    }
+
+    #[test]
+    fn space_budget_fills_up_then_frees() {
+        let fs = FaultFs::new(SimFs::new());
+        let f = fs.create(&p("/a")).unwrap();
+        fs.set_space_budget(Some(5));
+        assert_eq!(f.write_at(b"abc", 0).unwrap(), 3);
+        // Straddles the limit: short, then ENOSPC.
+        assert_eq!(f.write_at(b"defg", 3).unwrap(), 2);
+        let e = f.write_at(b"fg", 5).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28));
+        assert!(crate::error::is_no_space_io(&e));
+        let e = f.write_all_at(b"xyz", 5).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28));
+        assert!(fs.create(&p("/b")).is_err());
+        assert!(f.allocate(100).is_err());
+        assert_eq!(fs.budget_failures(), 4);
+        assert_eq!(fs.space_left(), Some(0));
+        fs.set_space_budget(None);
+        f.write_all_at(b"fg", 5).unwrap();
+        assert_eq!(fs.inner().contents(&p("/a")).unwrap(), b"abcdefg");
+        fs.create(&p("/b")).unwrap();
     }
 
     #[test]

@@ -41,9 +41,11 @@ pub(crate) fn install_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> R
     f.sync_data()
         .map_err(|e| Error::io(&tmp, "syncing CURRENT.tmp", e))?;
     drop(f);
+    crate::kill_point!("current.before_rename");
     let cur = dir.join(CURRENT);
     fs.rename(&tmp, &cur)
         .map_err(|e| Error::io(&cur, "renaming CURRENT.tmp over CURRENT", e))?;
+    crate::kill_point!("current.after_rename");
     fs.sync_dir(dir)
         .map_err(|e| Error::io(dir, "syncing the database directory", e))
 }

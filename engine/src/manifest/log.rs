@@ -155,9 +155,15 @@ pub(crate) fn read_log<F>(
 where
     F: FnMut(u64, VersionEdit) -> Result<()>,
 {
-    let file = fs
-        .open(path)
-        .map_err(|e| Error::io(path, "opening manifest", e))?;
+    let file = fs.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            // CURRENT names it, and CURRENT is installed only after its manifest is durable:
+            // a missing one means CURRENT (or the directory) is damaged.
+            corruption(path, 0, "the manifest CURRENT names does not exist")
+        } else {
+            Error::io(path, "opening manifest", e)
+        }
+    })?;
     let len = file
         .len()
         .map_err(|e| Error::io(path, "reading manifest length", e))?;

@@ -23,7 +23,11 @@
 //! manifest whose snapshot folds it in), and only then installs it in memory.
 //!
 //! **Poisoning.** The first failed write, sync, create or rename poisons the manifest: that call
-//! and every later one return [`Error::Poisoned`]; nothing is retried. The failed edit may or may
+//! and every later one return [`Error::Poisoned`]; nothing is retried. Except that a full disk
+//! is reported by kind: the call that hit ENOSPC returns [`Error::NoSpace`], later ones
+//! `Poisoned` with [`crate::PoisonCause::NoSpace`]; callers test [`Manifest::is_poisoned`], not
+//! the variant. No later edit goes into the file that took the failed one: the next open writes
+//! a new manifest (the fix of RocksDB #6316). The failed edit may or may
 //! not be on disk (RocksDB #4990: a sync reported failure, yet the record persisted), so after
 //! `Poisoned` the engine MUST NOT delete any file the edit would have made obsolete; the state
 //! is left as before the edit, and [`Manifest::obsolete_files`] refuses to answer.
@@ -162,7 +166,7 @@ pub struct Manifest {
     opts: ManifestOptions,
     writer: LogWriter,
     /// Why the manifest is poisoned, once it is.
-    poisoned: Option<String>,
+    poisoned: Option<crate::Poison>,
     /// What replay found at open (`None` after create).
     recovered: Option<LogSummary>,
 }
@@ -271,8 +275,9 @@ impl Manifest {
     ///
     /// Errors: `InvalidArgument` if the edit does not apply (nothing written, state unchanged,
     /// not poisoned); `Poisoned` if the manifest is, or becomes so because a write, sync, create
-    /// or rename failed — then the edit may or may not be durable, `state` is unchanged, and the
-    /// caller must not delete any file.
+    /// or rename failed (`NoSpace` if that failure was a full disk) — then the edit may or may
+    /// not be durable, `state` is unchanged, and the caller must not delete any file (test
+    /// [`Manifest::is_poisoned`]).
     pub fn log_and_apply(
         &mut self,
         state: &mut ManifestState,
@@ -366,11 +371,22 @@ impl Manifest {
         }
     }
 
+    /// Enter the poisoned state because of `e`; returns what the failing call reports: `e`
+    /// itself for a full disk (typed, so the caller sees `NoSpace`), else `Poisoned`.
     fn poison(&mut self, e: Error) -> Error {
-        let why = format!("manifest: {e}");
+        let why = crate::Poison::from_error("manifest", &e);
         tracing::error!(error = %why, "manifest poisoned");
         self.poisoned = Some(why.clone());
-        Error::Poisoned(why)
+        if matches!(e, Error::NoSpace { .. }) {
+            e
+        } else {
+            Error::Poisoned(why)
+        }
+    }
+
+    /// Why the manifest is poisoned, if it is.
+    pub fn poison_reason(&self) -> Option<&crate::Poison> {
+        self.poisoned.as_ref()
     }
 
     fn should_roll(&self) -> bool {
@@ -381,6 +397,7 @@ impl Manifest {
     /// Switch to manifest `number` whose first record is `snapshot`.
     fn roll(&mut self, number: u64, snapshot: &VersionEdit) -> Result<()> {
         let w = LogWriter::create(&*self.fs, &self.dir, number, snapshot)?;
+        crate::kill_point!("manifest.roll.before_current");
         current::install_current(&*self.fs, &self.dir, number)?;
         let old = std::mem::replace(&mut self.writer, w);
         let old_path = self.dir.join(manifest_file_name(old.number()));

@@ -12,7 +12,9 @@
 //!   covers its seq, checked before the poison flag, so a record whose group completed before a
 //!   later failure is still acknowledged correctly.
 //! * After [`Shared::poison`], no append other than `SkipWal` and no `sync`/`roll` succeeds, and
-//!   every waiter not yet covered wakes with `Error::Poisoned`.
+//!   every waiter not yet covered wakes with `Error::Poisoned`, except the waiters of the group
+//!   whose write hit a full disk: they get `Error::NoSpace` (the error their write met; later
+//!   calls get `Poisoned` with cause `NoSpace`).
 //! * Wake-ups: appenders notify the writer only when the queue goes from empty to non-empty
 //!   (the writer empties it under the same lock, so no wake-up can be lost); the writer
 //!   notifies all waiters after every publication.
@@ -25,8 +27,10 @@
 
 use std::collections::HashMap;
 
+use std::path::PathBuf;
+
 use super::Durability;
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, PoisonCause, Result};
 use crate::sync_shim::{Condvar, Mutex, MutexGuard};
 
 /// One queued unit of work for the writer.
@@ -68,7 +72,10 @@ struct State {
     synced: u64,
     /// Highest seq a `sync()` or close asked to make durable.
     sync_target: u64,
-    poison: Option<String>,
+    poison: Option<Poison>,
+    /// Set with a `NoSpace` poison: the highest seq of the group that failed, and the file and
+    /// operation, so that group's waiters get the typed error.
+    no_space: Option<(u64, PathBuf, String)>,
     closing: bool,
     next_ticket: u64,
     rolled: HashMap<u64, u64>,
@@ -108,6 +115,7 @@ impl Shared {
                 synced: next_seq - 1,
                 sync_target: 0,
                 poison: None,
+                no_space: None,
                 closing: false,
                 next_ticket: 0,
                 rolled: HashMap::new(),
@@ -130,6 +138,20 @@ impl Shared {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
         }
+    }
+
+    /// As [`Shared::poisoned`] for a caller waiting on `seq`: `NoSpace` if `seq` was in the
+    /// group whose write hit the full disk.
+    fn poisoned_for(s: &State, seq: u64) -> Result<()> {
+        if let (Some(_), Some((upto, path, doing))) = (&s.poison, &s.no_space) {
+            if seq <= *upto {
+                return Err(Error::NoSpace {
+                    path: path.clone(),
+                    doing: doing.clone(),
+                });
+            }
+        }
+        Self::poisoned(s)
     }
 
     /// Assign a seq, enqueue the record and wait as `d` requires.
@@ -162,14 +184,17 @@ impl Shared {
         );
         match d {
             Durability::SkipWal | Durability::AsyncWal => Ok(seq),
-            Durability::SyncWal => self.wait_until(s, |s| s.written >= seq).map(|_| seq),
-            Durability::FsyncWal => self.wait_until(s, |s| s.synced >= seq).map(|_| seq),
+            Durability::SyncWal => self.wait_until(s, seq, |s| s.written >= seq).map(|_| seq),
+            Durability::FsyncWal => self.wait_until(s, seq, |s| s.synced >= seq).map(|_| seq),
         }
     }
 
+    /// Wait until `covered`; `seq` is what the caller waits for (0: nothing of its own), which
+    /// decides whether a full disk is reported as `NoSpace` or `Poisoned`.
     fn wait_until<'a>(
         &self,
         mut s: MutexGuard<'a, State>,
+        seq: u64,
         covered: impl Fn(&State) -> bool,
     ) -> Result<MutexGuard<'a, State>> {
         loop {
@@ -177,7 +202,7 @@ impl Shared {
             if covered(&s) {
                 return Ok(s);
             }
-            Self::poisoned(&s)?;
+            Self::poisoned_for(&s, seq)?;
             s = wait(&self.done, s);
         }
     }
@@ -194,7 +219,7 @@ impl Shared {
             s.sync_target = target;
             self.work.notify_one();
         }
-        self.wait_until(s, |s| s.synced >= target).map(drop)
+        self.wait_until(s, target, |s| s.synced >= target).map(drop)
     }
 
     /// Ask the writer to start a new segment after everything queued so far; returns the new
@@ -208,7 +233,7 @@ impl Shared {
         let ticket = s.next_ticket;
         s.next_ticket += 1;
         self.enqueue(&mut s, Item::Roll { ticket });
-        let mut s = self.wait_until(s, |s| s.rolled.contains_key(&ticket))?;
+        let mut s = self.wait_until(s, 0, |s| s.rolled.contains_key(&ticket))?;
         Ok(s.rolled.remove(&ticket).unwrap_or_default())
     }
 
@@ -250,7 +275,7 @@ impl Shared {
     }
 
     /// Record the first failure; every waiter not yet covered fails from now on.
-    pub(crate) fn poison(&self, why: String) {
+    pub(crate) fn poison(&self, why: Poison) {
         let mut s = lock(&self.state);
         if s.poison.is_none() {
             s.poison = Some(why);
@@ -259,8 +284,27 @@ impl Shared {
         self.done.notify_all();
     }
 
+    /// Record the first failure `e`, met by the group of seqs up to `upto`: as
+    /// [`Shared::poison`], and if the disk was full, that group's waiters get `NoSpace`.
+    pub(crate) fn fail(&self, upto: u64, e: &Error) {
+        let mut s = lock(&self.state);
+        if s.poison.is_none() {
+            let p = Poison::from_error("", e);
+            if p.cause == PoisonCause::NoSpace {
+                let (path, doing) = match e {
+                    Error::NoSpace { path, doing } => (path.clone(), doing.clone()),
+                    _ => (PathBuf::new(), "writing the WAL".to_owned()),
+                };
+                s.no_space = Some((upto, path, doing));
+            }
+            s.poison = Some(p);
+        }
+        drop(s);
+        self.done.notify_all();
+    }
+
     /// Why the WAL is poisoned, if it is.
-    pub(crate) fn poison_reason(&self) -> Option<String> {
+    pub(crate) fn poison_reason(&self) -> Option<Poison> {
         lock(&self.state).poison.clone()
     }
 
@@ -335,16 +379,19 @@ mod tests {
         let c = std::thread::spawn(move || {
             let b = s2.next_batch().unwrap();
             assert_eq!(b.upto, 10);
-            s2.poison("disk on fire".into());
+            s2.poison(Poison::new(PoisonCause::Io, "disk on fire"));
             while s2.next_batch().is_some() {}
         });
         let e = shared.append(b"a", Durability::FsyncWal).unwrap_err();
-        assert!(matches!(e, Error::Poisoned(ref m) if m == "disk on fire"));
+        assert!(matches!(e, Error::Poisoned(ref m) if m.message == "disk on fire"));
         assert!(shared.append(b"b", Durability::AsyncWal).is_err());
         assert!(shared.sync().is_err());
         assert!(shared.roll().is_err());
         assert_eq!(shared.append(b"c", Durability::SkipWal).unwrap(), 11);
-        assert_eq!(shared.poison_reason().as_deref(), Some("disk on fire"));
+        assert_eq!(
+            shared.poison_reason().map(|p| p.message).as_deref(),
+            Some("disk on fire")
+        );
         shared.close();
         c.join().unwrap();
     }
@@ -363,7 +410,7 @@ mod loom_tests {
             let mut last = shared.watermarks();
             while let Some(b) = shared.next_batch() {
                 if Some(n) == fail_at {
-                    shared.poison("injected".into());
+                    shared.poison(Poison::new(PoisonCause::Io, "injected"));
                 } else if shared.poison_reason().is_none() {
                     for item in &b.items {
                         if let Item::Record { seq, .. } = item {

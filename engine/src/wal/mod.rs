@@ -29,7 +29,11 @@
 //!
 //! **Poisoning.** The first failed write or sync poisons the WAL: the failing group's waiters and
 //! every later non-`SkipWal` append, `sync` and `roll` get [`Error::Poisoned`]. Nothing is
-//! retried; a failed fsync in particular is never retried and trusted.
+//! retried; a failed fsync in particular is never retried and trusted. A full disk is the one
+//! failure reported by kind: the waiters of the group whose write (or segment creation) hit
+//! ENOSPC get [`Error::NoSpace`], later calls `Poisoned` with [`crate::PoisonCause::NoSpace`].
+//! The failed group is "maybe" (its bytes may be partly in the file; replay takes a record
+//! whole or not at all). A short write or EINTR is not a failure: the device continues it.
 //!
 //! **Replay** ([`replay`]) reads segments in order under a [`RecoveryMode`].
 //!
@@ -349,6 +353,11 @@ impl Wal {
 
     /// Why the WAL is poisoned, if it is.
     pub fn poisoned(&self) -> Option<String> {
+        self.shared.poison_reason().map(|p| p.message)
+    }
+
+    /// Why the WAL is poisoned, with the cause kind, if it is.
+    pub fn poison(&self) -> Option<crate::Poison> {
         self.shared.poison_reason()
     }
 
@@ -373,7 +382,10 @@ impl Wal {
             return Err(Error::Poisoned(why));
         }
         if panicked {
-            return Err(Error::Poisoned("the WAL writer thread panicked".into()));
+            return Err(Error::Poisoned(crate::Poison::new(
+                crate::PoisonCause::Other,
+                "the WAL writer thread panicked",
+            )));
         }
         Ok(())
     }

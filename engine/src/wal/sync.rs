@@ -22,6 +22,9 @@ impl WalDevice for SyncDevice {
     ) -> io::Result<()> {
         file.write_all_at(buf, offset)?;
         if sync {
+            // Between the write and its fdatasync (the writer marks the point after an
+            // unsynced group itself; io_uring links the two, so there it has no "between").
+            crate::kill_point!("wal.after_write");
             // Ordered after the write by construction: write_all_at returned first.
             file.sync_data()?;
         }

@@ -27,7 +27,7 @@ use super::device::WalDevice;
 use super::reader::segment_file_name;
 use super::record::{encode_seal, encode_wal, wal_framed_len};
 use super::StatsInner;
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, PoisonCause, Result};
 use crate::fs::{File, FileSystem, SharedFs};
 use crate::sync_shim;
 
@@ -99,7 +99,10 @@ struct ExitGuard(sync_shim::Arc<Shared>);
 impl Drop for ExitGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.poison("the WAL writer thread panicked".into());
+            self.0.poison(Poison::new(
+                PoisonCause::Other,
+                "the WAL writer thread panicked",
+            ));
         }
     }
 }
@@ -111,9 +114,10 @@ impl Writer {
             if self.shared.poison_reason().is_some() {
                 continue;
             }
+            let upto = batch.upto;
             if let Err(e) = self.process(batch) {
                 tracing::error!(error = %e, "WAL write failed; the WAL is poisoned");
-                self.shared.poison(e.to_string());
+                self.shared.fail(upto, &e);
             }
         }
         // Closing: everything was written and synced by the last batch.
@@ -218,8 +222,14 @@ impl Writer {
         if has_data {
             self.seg.dirty = true;
             self.last_written_seq = self.buf_last_seq;
+            // An unsynced group (SyncWal only) stops here with its bytes in the OS; a synced
+            // one has the point inside the device, between write and fdatasync.
+            if !do_sync {
+                crate::kill_point!("wal.after_write");
+            }
         }
         if do_sync {
+            crate::kill_point!("wal.after_sync");
             self.seg.dirty = false;
             self.seg.synced = self.seg.offset;
             self.stats.syncs.fetch_add(1, Ordering::Relaxed);

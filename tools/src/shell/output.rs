@@ -394,6 +394,7 @@ pub fn error_kind(e: &cellar::Error) -> &'static str {
     use cellar::Error as E;
     match e {
         E::Io { .. } => "Io",
+        E::NoSpace { .. } => "NoSpace",
         E::Corruption { .. } => "Corruption",
         E::Format(_) => "Format",
         E::Poisoned(_) => "Poisoned",

@@ -1,0 +1,662 @@
+//! The SIGKILL crash harness (RELIABILITY.md §2.2, process mode), behind the `crash-harness`
+//! binary and `cellar reliability-report`.
+//!
+//! A parent (never killed) runs the real engine in a child process — the same binary in child
+//! mode — on one database directory, kills it, reopens the directory in-process and checks the
+//! invariants against an ack log kept outside the database; then the next cycle runs on the
+//! same directory, so files, WAL segments and manifests accumulate.
+//!
+//! **Child.** Writers (3 threads) put new rows across two families with a random mix of
+//! `FsyncWal` and `SyncWal`, and delete rows they put earlier; a reader thread scans and checks
+//! every row it sees is whole; a maintenance thread flushes and major-compacts. A small write
+//! buffer, WAL segment and manifest make flushes, compactions, WAL rolls and manifest roll-overs
+//! happen every second. The ack log is the child's stdout, one line per event, written with one
+//! `write(2)` each: `I <key> P|D` before a call, `A <key> P|D` after it returned `Ok`, `F <key>
+//! P|D <error>` after an error. A SIGKILL keeps what reached the pipe, and an `A` line is
+//! written only after the call returned, so every `A` is a genuine acknowledgement. (SIGKILL
+//! keeps the page cache, so `SyncWal` acknowledgements must survive too; power loss is the
+//! in-process `SimFs` model's job: `engine/tests/sim_crash_model.rs`. No sidecar journal
+//! materializes power-loss states here.)
+//!
+//! **Kills.** Random: SIGKILL after a uniform delay once the child is ready. Named: the child
+//! runs with `CELLAR_KILL_POINT=<point>:<n>` and kills itself at the point's n-th hit (needs the
+//! `kill-points` feature; see `cellar::kill`); it reports the point on stderr first.
+//!
+//! **Checks after each kill** (opened in-process, compaction threads off so the file set holds
+//! still): open succeeds; every acknowledged put is present with exactly its values and every
+//! acknowledged delete absent (invariants 1 and 5); every row present was attempted (no phantom,
+//! 4) and is whole (no torn batch, 3); a row whose put or delete was in flight is either way,
+//! and whatever it is now is fixed for later cycles (a lost write never comes back, a recovered
+//! one never goes); every HFile on disk is live (no orphan after open) and verifies clean, and
+//! there is one manifest (6).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use cellar::compaction::CompactionOptions;
+use cellar::manifest::ManifestOptions;
+use cellar::wal::WalOptions;
+use cellar::{
+    Db, Delete, Durability, FamilyDescriptor, Options, Put, Scan, TableDescriptor, WriteOptions,
+};
+
+const TABLE: &str = "h";
+const WRITERS: u64 = 3;
+/// Cells per row: `a:q0`, `b:q0`, `a:q1`, `b:q1`.
+const CELLS: usize = 4;
+
+/// What the harness runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HarnessArgs {
+    /// Database directory (kept); default: a fresh temporary directory (removed at the end).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Cycles with a SIGKILL at a random time.
+    #[arg(long, default_value_t = 20)]
+    pub random_kills: u64,
+    /// Rounds over every named kill point (each round arms every point once); needs a build
+    /// with the `kill-points` feature.
+    #[arg(long, default_value_t = 0)]
+    pub point_rounds: u64,
+    /// Seed of every random choice (delays, n-th hits, the children's workloads).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Shortest delay before a random kill, in milliseconds after the child is ready.
+    #[arg(long, default_value_t = 50)]
+    pub min_ms: u64,
+    /// Longest delay before a random kill, in milliseconds.
+    #[arg(long, default_value_t = 1500)]
+    pub max_ms: u64,
+    /// How long a child runs before it stops by itself (a named point not reached by then).
+    #[arg(long, default_value_t = 4)]
+    pub child_secs: u64,
+}
+
+/// What the harness found.
+#[derive(Debug, Default, Clone)]
+pub struct HarnessReport {
+    /// Kill-and-recover cycles run.
+    pub cycles: u64,
+    /// Cycles killed at a random time.
+    pub random_kills: u64,
+    /// Cycles whose child died at its armed point, per point.
+    pub point_kills: BTreeMap<String, u64>,
+    /// Cycles whose armed point was not reached before the child stopped, per point.
+    pub point_misses: BTreeMap<String, u64>,
+    /// Hits per point counted by children that ran to their end.
+    pub point_hits: BTreeMap<String, u64>,
+    /// Acknowledged puts and deletes checked after recoveries (summed over cycles).
+    pub acked_checked: u64,
+    /// Writes in flight at a kill, found applied resp. not after recovery.
+    pub maybe_applied: u64,
+    /// See `maybe_applied`.
+    pub maybe_lost: u64,
+    /// HFiles verified after recoveries (summed).
+    pub files_verified: u64,
+    /// Invariant violations, described.
+    pub violations: Vec<String>,
+    /// The WAL backend the children ran.
+    pub backend: String,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl HarnessReport {
+    /// Declared points never killed at.
+    pub fn points_never_hit(&self) -> Vec<&'static str> {
+        cellar::kill::POINTS
+            .iter()
+            .copied()
+            .filter(|p| self.point_kills.get(*p).copied().unwrap_or(0) == 0)
+            .collect()
+    }
+
+    /// Print the report as text.
+    pub fn print(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "crash harness: {} cycles ({} random SIGKILLs, {} at named points) in {:.1?}, WAL backend {}",
+            self.cycles,
+            self.random_kills,
+            self.point_kills.values().sum::<u64>(),
+            self.elapsed,
+            self.backend
+        )?;
+        writeln!(
+            out,
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified",
+            self.acked_checked,
+            self.maybe_applied + self.maybe_lost,
+            self.maybe_applied,
+            self.maybe_lost,
+            self.files_verified
+        )?;
+        if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
+            writeln!(
+                out,
+                "  kill points (killed / armed but not reached / hits in full runs):"
+            )?;
+            for p in cellar::kill::POINTS {
+                writeln!(
+                    out,
+                    "    {p:<28} {:>4} {:>4} {:>8}",
+                    self.point_kills.get(*p).copied().unwrap_or(0),
+                    self.point_misses.get(*p).copied().unwrap_or(0),
+                    self.point_hits.get(*p).copied().unwrap_or(0)
+                )?;
+            }
+        }
+        writeln!(out, "  violations: {}", self.violations.len())?;
+        for v in &self.violations {
+            writeln!(out, "    {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A tiny deterministic generator (splitmix64): every choice replays from the seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// The engine options of child and verifier: small everything, so every durable-state
+/// transition happens within a second.
+fn options(compaction_threads: usize) -> Options {
+    Options {
+        wal: WalOptions {
+            segment_size: 64 << 10,
+            ..WalOptions::default()
+        },
+        manifest: ManifestOptions { max_size: 2048 },
+        compaction: CompactionOptions {
+            level0_file_num_compaction_trigger: 2,
+            threads: compaction_threads,
+            ..CompactionOptions::default()
+        },
+        ..Options::default()
+    }
+    .write_buffer_size(32 << 10)
+}
+
+/// The value of cell `j` of row `key`: determined by both.
+fn cell_value(key: &str, j: usize) -> String {
+    format!("{key}/{j}/{}", "v".repeat((j * 7 + key.len()) % 23))
+}
+
+fn column(j: usize) -> (&'static str, String) {
+    (if j % 2 == 0 { "a" } else { "b" }, format!("q{}", j / 2))
+}
+
+fn row_put(key: &str) -> Put {
+    (0..CELLS).fold(Put::new(key), |p, j| {
+        let (f, q) = column(j);
+        p.add(f, q, cell_value(key, j))
+    })
+}
+
+/// Whether a row read back is exactly the row `row_put(key)` wrote.
+fn row_is_whole(key: &str, row: &cellar::Row) -> Result<(), String> {
+    let cells = row.cells();
+    if cells.len() != CELLS {
+        return Err(format!("row {key} has {} cells, not {CELLS}", cells.len()));
+    }
+    for c in cells {
+        let q = String::from_utf8_lossy(&c.qualifier);
+        let j = match (c.family.as_str(), q.as_ref()) {
+            ("a", "q0") => 0,
+            ("b", "q0") => 1,
+            ("a", "q1") => 2,
+            ("b", "q1") => 3,
+            _ => return Err(format!("row {key} has an unexpected cell {}:{q}", c.family)),
+        };
+        if c.value != cell_value(key, j).as_bytes() {
+            return Err(format!("row {key} cell {}:{q} has a wrong value", c.family));
+        }
+    }
+    Ok(())
+}
+
+fn say(line: &str) {
+    // One write per line: a SIGKILL never leaves half a line in the pipe... unless the
+    // line is larger than the pipe's atomic size, which these are not.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Child mode: run the workload on `dir` until `secs` pass (or a kill).
+pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
+    let db = match Db::open(dir, options(1)) {
+        Ok(db) => db,
+        Err(e) => {
+            say(&format!("V open failed: {e}"));
+            return 3;
+        }
+    };
+    if !db.table_exists(TABLE).unwrap_or(false) {
+        let desc = TableDescriptor::new(TABLE)
+            .family(FamilyDescriptor::new("a").max_versions(1))
+            .family(FamilyDescriptor::new("b").max_versions(1));
+        if let Err(e) = db.create_table(desc) {
+            say(&format!("V create table failed: {e}"));
+            return 3;
+        }
+    }
+    say(&format!("B {}", db.stats().wal.backend));
+    say("READY");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..WRITERS {
+        let db = db.clone();
+        let stop = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(cycle * 1000 + w));
+            let Ok(t) = db.table(TABLE) else { return };
+            let mut mine: Vec<String> = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let d = if rng.next_u64() % 2 == 0 {
+                    Durability::FsyncWal
+                } else {
+                    Durability::SyncWal
+                };
+                let opts = WriteOptions::durability(d);
+                if !mine.is_empty() && rng.next_u64() % 100 < 15 {
+                    let k = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
+                    say(&format!("I {k} D"));
+                    match t.delete_with(Delete::new(k.as_str()), opts) {
+                        Ok(_) => say(&format!("A {k} D")),
+                        Err(e) => say(&format!("F {k} D {e}")),
+                    }
+                } else {
+                    let k = format!("c{cycle:05}-w{w}-{i:06}");
+                    i += 1;
+                    say(&format!("I {k} P"));
+                    match t.put_with(row_put(&k), opts) {
+                        Ok(_) => {
+                            say(&format!("A {k} P"));
+                            mine.push(k);
+                        }
+                        Err(e) => say(&format!("F {k} P {e}")),
+                    }
+                }
+            }
+        }));
+    }
+    {
+        let db = db.clone();
+        let stop = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            let Ok(t) = db.table(TABLE) else { return };
+            while !stop.load(Ordering::Relaxed) {
+                match t.scan(Scan::new()) {
+                    Ok(it) => {
+                        for r in it {
+                            match r {
+                                Ok(row) => {
+                                    let key = String::from_utf8_lossy(&row.key).into_owned();
+                                    if let Err(e) = row_is_whole(&key, &row) {
+                                        say(&format!("V live read: {e}"));
+                                    }
+                                }
+                                Err(e) => say(&format!("V live scan: {e}")),
+                            }
+                        }
+                    }
+                    Err(e) => say(&format!("V live scan: {e}")),
+                }
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }));
+    }
+    {
+        let db = db.clone();
+        let stop = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(120));
+                n += 1;
+                let r = if n % 6 == 0 {
+                    db.major_compact(TABLE, None)
+                } else {
+                    db.flush()
+                };
+                if let Err(e) = r {
+                    say(&format!("V maintenance: {e}"));
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.join();
+    }
+    for (p, n) in cellar::kill::hits() {
+        say(&format!("H {p} {n}"));
+    }
+    say("DONE");
+    0
+}
+
+/// The expected state of a row across cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Present,
+    Absent,
+    /// A put in flight or failed: either way, whole.
+    MaybePut,
+    /// A delete in flight or failed on a present row.
+    MaybeDelete,
+}
+
+/// How a cycle kills its child.
+#[derive(Debug, Clone)]
+enum Kill {
+    Random(Duration),
+    Point(&'static str, u64),
+}
+
+struct Harness {
+    args: HarnessArgs,
+    exe: PathBuf,
+    dir: PathBuf,
+    rng: Rng,
+    expect: HashMap<String, Expect>,
+    report: HarnessReport,
+}
+
+/// Run the harness with `exe` as the child binary (it must accept
+/// `child --dir D --seed S --cycle C --secs T`).
+pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
+    let started = Instant::now();
+    let tmp;
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().join("db")
+        }
+    };
+    let mut h = Harness {
+        args: args.clone(),
+        exe: exe.to_path_buf(),
+        dir,
+        rng: Rng::new(args.seed),
+        expect: HashMap::new(),
+        report: HarnessReport::default(),
+    };
+    let mut plan = Vec::new();
+    if args.point_rounds > 0 && cellar::kill::ENABLED {
+        for _ in 0..args.point_rounds {
+            for p in cellar::kill::POINTS {
+                // Hot points are hit many times a second: a later hit lands in a fuller state.
+                let max_n = if p.starts_with("wal.") { 40 } else { 3 };
+                plan.push(Kill::Point(p, h.rng.range(1, max_n)));
+            }
+        }
+    } else if args.point_rounds > 0 {
+        h.report.violations.push(
+            "named kill points asked for, but this build lacks the kill-points feature".into(),
+        );
+    }
+    for _ in 0..args.random_kills {
+        let ms = h.rng.range(args.min_ms, args.max_ms.max(args.min_ms));
+        plan.push(Kill::Random(Duration::from_millis(ms)));
+    }
+    for (cycle, kill) in plan.into_iter().enumerate() {
+        h.cycle(cycle as u64, kill)?;
+        if h.report.violations.len() > 50 {
+            break;
+        }
+    }
+    h.report.elapsed = started.elapsed();
+    Ok(h.report)
+}
+
+impl Harness {
+    fn cycle(&mut self, cycle: u64, kill: Kill) -> std::io::Result<()> {
+        self.report.cycles += 1;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("child")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--seed")
+            .arg(self.args.seed.to_string())
+            .arg("--cycle")
+            .arg(cycle.to_string())
+            .arg("--secs")
+            .arg(self.args.child_secs.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove(cellar::kill::ENV);
+        if let Kill::Point(p, n) = &kill {
+            cmd.env(cellar::kill::ENV, format!("{p}:{n}"));
+        }
+        let mut child = cmd.spawn()?;
+        let (tx, rx) = mpsc::channel::<(bool, String)>();
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            let tx = tx.clone();
+            readers.push(std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send((false, l));
+                }
+            }));
+        }
+        if let Some(err) = child.stderr.take() {
+            let tx = tx.clone();
+            readers.push(std::thread::spawn(move || {
+                for l in BufReader::new(err).lines().map_while(Result::ok) {
+                    let _ = tx.send((true, l));
+                }
+            }));
+        }
+        drop(tx);
+        let mut lines: Vec<(bool, String)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(self.args.child_secs + 30);
+        let mut kill_at: Option<Instant> = None;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(l) => {
+                    if !l.0 && l.1 == "READY" {
+                        if let Kill::Random(d) = &kill {
+                            kill_at = Some(Instant::now() + *d);
+                        }
+                    }
+                    lines.push(l);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let now = Instant::now();
+            if kill_at.is_some_and(|t| now >= t) || now >= deadline {
+                let _ = child.kill(); // SIGKILL
+                kill_at = None;
+            }
+        }
+        let status = child.wait()?;
+        for r in readers {
+            let _ = r.join();
+        }
+        let killed_at_point = lines
+            .iter()
+            .any(|(err, l)| *err && l.starts_with(cellar::kill::KILLED_AT));
+        match &kill {
+            Kill::Random(_) => self.report.random_kills += 1,
+            Kill::Point(p, _) if killed_at_point => {
+                *self.report.point_kills.entry(p.to_string()).or_default() += 1;
+            }
+            Kill::Point(p, _) => {
+                *self.report.point_misses.entry(p.to_string()).or_default() += 1;
+            }
+        }
+        let what = format!("cycle {cycle} ({kill:?}, exit {status})");
+        for (err, l) in &lines {
+            if *err {
+                continue;
+            }
+            let mut parts = l.splitn(4, ' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("I"), Some(k), Some("P")) => {
+                    self.expect.insert(k.to_owned(), Expect::MaybePut);
+                }
+                (Some("A"), Some(k), Some("P")) => {
+                    self.expect.insert(k.to_owned(), Expect::Present);
+                }
+                (Some("I"), Some(k), Some("D")) => {
+                    self.expect.insert(k.to_owned(), Expect::MaybeDelete);
+                }
+                (Some("A"), Some(k), Some("D")) => {
+                    self.expect.insert(k.to_owned(), Expect::Absent);
+                }
+                (Some("F"), Some(k), _) => {
+                    // Not expected under SIGKILL (no I/O fails); the write stays "maybe".
+                    self.report
+                        .violations
+                        .push(format!("{what}: a write failed without a fault: {k}: {l}"));
+                }
+                (Some("V"), _, _) => self.report.violations.push(format!("{what}: {l}")),
+                (Some("B"), Some(b), _) => self.report.backend = b.to_owned(),
+                (Some("H"), Some(p), Some(n)) => {
+                    *self.report.point_hits.entry(p.to_owned()).or_default() +=
+                        n.parse::<u64>().unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        if let Err(v) = self.verify() {
+            self.report.violations.push(format!("{what}: {v}"));
+        }
+        Ok(())
+    }
+
+    /// Reopen in-process and check every invariant; resolve in-flight writes.
+    fn verify(&mut self) -> Result<(), String> {
+        if !self.dir.exists() {
+            // Killed before the database existed (e.g. at its first CURRENT install).
+            return Ok(());
+        }
+        let db = Db::open(&self.dir, options(0)).map_err(|e| format!("reopen failed: {e}"))?;
+        // Replayed data goes to files, so the file checks see the recovered state's files.
+        db.flush().map_err(|e| format!("flush after reopen: {e}"))?;
+        let mut found: HashMap<String, ()> = HashMap::new();
+        if db.table_exists(TABLE).map_err(|e| e.to_string())? {
+            let t = db.table(TABLE).map_err(|e| e.to_string())?;
+            let it = t.scan(Scan::new()).map_err(|e| format!("scan: {e}"))?;
+            for r in it {
+                let row = r.map_err(|e| format!("scan after reopen: {e}"))?;
+                let key = String::from_utf8_lossy(&row.key).into_owned();
+                match self.expect.get(&key) {
+                    None => return Err(format!("phantom row {key}: never written")),
+                    Some(Expect::Absent) => {
+                        return Err(format!("row {key} is back after its delete or loss"))
+                    }
+                    Some(_) => {}
+                }
+                row_is_whole(&key, &row).map_err(|e| format!("torn or wrong row: {e}"))?;
+                found.insert(key, ());
+            }
+        }
+        let mut violations = Vec::new();
+        for (k, e) in self.expect.iter_mut() {
+            let present = found.contains_key(k);
+            match *e {
+                Expect::Present => {
+                    self.report.acked_checked += 1;
+                    if !present {
+                        violations.push(format!("acknowledged row {k} lost"));
+                        // Reported once; later cycles check the rest.
+                        *e = Expect::Absent;
+                    }
+                }
+                Expect::Absent => self.report.acked_checked += 1,
+                Expect::MaybePut | Expect::MaybeDelete => {
+                    if present {
+                        self.report.maybe_applied += 1;
+                    } else {
+                        self.report.maybe_lost += 1;
+                    }
+                    // Fixed from now on: flushed above if present, gone from the WAL if not.
+                    *e = if present {
+                        Expect::Present
+                    } else {
+                        Expect::Absent
+                    };
+                }
+            }
+        }
+        if let Some(v) = violations.first() {
+            return Err(format!(
+                "{v} ({} acknowledged rows lost in all)",
+                violations.len()
+            ));
+        }
+        // Structural soundness: every HFile on disk is live and verifies; one manifest.
+        let data = self.dir.join(cellar::manifest::DATA_DIR);
+        let mut on_disk = 0u64;
+        for fam in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(fam.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let p = f.path();
+                if p.extension().is_some_and(|x| x == "hfile") {
+                    on_disk += 1;
+                    let file = std::fs::File::open(&p).map_err(|e| e.to_string())?;
+                    let rep = cellar_format::verify(&file, &p.display().to_string())
+                        .map_err(|e| format!("{}: {e}", p.display()))?;
+                    if !rep.is_clean() {
+                        return Err(format!(
+                            "{} does not verify: {:?}",
+                            p.display(),
+                            rep.problems
+                        ));
+                    }
+                    self.report.files_verified += 1;
+                }
+            }
+        }
+        let live = db.stats().live_files;
+        if on_disk != live {
+            return Err(format!(
+                "{on_disk} HFiles on disk but {live} live: orphans after open"
+            ));
+        }
+        let manifests = std::fs::read_dir(&self.dir)
+            .map_err(|e| e.to_string())?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("MANIFEST-"))
+            .count();
+        if manifests != 1 {
+            return Err(format!("{manifests} manifests after open"));
+        }
+        Ok(())
+    }
+}
