@@ -32,6 +32,7 @@
 //! needed to diverge, and the expected and actual cells. `--nocapture` shows the summary: reads
 //! compared, and the time each kind of operation took.
 
+mod conformance_common;
 mod differential_model;
 
 use std::collections::BTreeSet;

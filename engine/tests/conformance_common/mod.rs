@@ -60,23 +60,43 @@ pub fn text(b: &[u8]) -> String {
 /// One cell as `row/family:qualifier@ts=value` (a put) or `row/family:qualifier@ts:Type`
 /// (a marker).
 pub fn cell_str(c: &Cell) -> String {
-    if c.cell_type == CellType::Put {
+    render_cell(
+        &c.row,
+        &c.family,
+        &c.qualifier,
+        c.timestamp,
+        c.cell_type,
+        &c.value,
+    )
+}
+
+/// The notation of [`cell_str`] from the cell's parts (shared with the differential test's
+/// model, whose cells are not `Cell`s).
+pub fn render_cell(
+    row: &[u8],
+    family: &str,
+    qualifier: &[u8],
+    ts: u64,
+    ty: CellType,
+    value: &[u8],
+) -> String {
+    if ty == CellType::Put {
         format!(
             "{}/{}:{}@{}={}",
-            text(&c.row),
-            c.family,
-            text(&c.qualifier),
-            c.timestamp,
-            text(&c.value)
+            text(row),
+            family,
+            text(qualifier),
+            ts,
+            text(value)
         )
     } else {
         format!(
             "{}/{}:{}@{}:{}",
-            text(&c.row),
-            c.family,
-            text(&c.qualifier),
-            c.timestamp,
-            c.cell_type.name()
+            text(row),
+            family,
+            text(qualifier),
+            ts,
+            ty.name()
         )
     }
 }

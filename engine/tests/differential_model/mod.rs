@@ -112,41 +112,12 @@ pub struct OutCell {
 /// A returned row.
 pub type OutRow = (Vec<u8>, Vec<OutCell>);
 
-/// Printable bytes.
-pub fn text(b: &[u8]) -> String {
-    b.iter()
-        .map(|&c| {
-            if (0x20..0x7f).contains(&c) {
-                (c as char).to_string()
-            } else {
-                format!("\\x{c:02x}")
-            }
-        })
-        .collect()
-}
+pub use crate::conformance_common::text;
 
 /// `row/family:qualifier@ts=value` for a put, `row/family:qualifier@ts:Type` for a marker (the
 /// conformance tests' notation).
 pub fn render(c: &OutCell) -> String {
-    if c.ty == CellType::Put {
-        format!(
-            "{}/{}:{}@{}={}",
-            text(&c.row),
-            c.family,
-            text(&c.qual),
-            c.ts,
-            text(&c.value)
-        )
-    } else {
-        format!(
-            "{}/{}:{}@{}:{}",
-            text(&c.row),
-            c.family,
-            text(&c.qual),
-            c.ts,
-            c.ty.name()
-        )
-    }
+    crate::conformance_common::render_cell(&c.row, &c.family, &c.qual, c.ts, c.ty, &c.value)
 }
 
 /// Render rows, one line per cell, rows separated by their key.
