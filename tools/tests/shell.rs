@@ -217,7 +217,7 @@ fn errors_are_reported_and_the_run_goes_on_with_exit_code_1() {
     let expected = concat!(
         r#"{"ok":false,"kind":"TableNotFound","error":"table not found: nope"}"#,
         "\n",
-        r#"{"ok":false,"kind":"ParseError","error":"line 2, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts])"}"#,
+        r#"{"ok":false,"kind":"ParseError","error":"line 2, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}])"}"#,
         "\n",
         r#"{"ok":true}"#,
         "\n",
@@ -469,4 +469,26 @@ fn reversed_scans_walk_rows_backward() {
         lines[5],
         r#"{"ok":true,"rows":2,"cells":[{"row":"b","column":"cf:q","timestamp":1,"type":"Put","value":"2"},{"row":"a","column":"cf:q","timestamp":1,"type":"Put","value":"1"}]}"#
     );
+}
+
+#[test]
+fn put_with_a_ttl_attribute_writes_a_cell_that_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // A timestamp 10 s in the past with a 1 s TTL is already gone; one with a 1 h TTL is not.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let script = format!(
+        "create 't', 'cf'\nput 't', 'a', 'cf:q', 'gone', {old}, {{TTL => 1000}}\nput 't', 'b', 'cf:q', 'kept', {{TTL => 3600000}}\nput 't', 'c', 'cf:q', 'x', {{TTL => 'soon'}}\ncount 't'\n",
+        old = now - 10_000
+    );
+    let r = shell(&db, &["--format", "json"], &script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[1], r#"{"ok":true}"#);
+    assert_eq!(lines[2], r#"{"ok":true}"#);
+    assert!(lines[3].contains(r#""ok":false"#), "{}", lines[3]);
+    assert_eq!(lines[4], r#"{"ok":true,"count":1}"#);
 }

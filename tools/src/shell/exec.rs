@@ -331,9 +331,13 @@ impl Shell {
                 qualifier,
                 value,
                 ts,
+                ttl_ms,
             } => {
                 let t = self.data_table(table)?;
-                let p = Put::new(row.clone());
+                let mut p = Put::new(row.clone());
+                if let Some(ms) = ttl_ms {
+                    p = p.ttl(std::time::Duration::from_millis(*ms));
+                }
                 let p = match ts {
                     Some(ts) => p.add_at(family, qualifier.clone(), *ts, value.clone()),
                     None => p.add(family, qualifier.clone(), value.clone()),

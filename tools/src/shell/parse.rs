@@ -195,6 +195,8 @@ pub enum Command {
         qualifier: Vec<u8>,
         value: Vec<u8>,
         ts: Option<u64>,
+        /// Per-cell TTL (`{TTL => ms}`).
+        ttl_ms: Option<u64>,
     },
     Get {
         table: String,
@@ -286,7 +288,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("is_disabled", "is_disabled 't'", "Is the table disabled"),
     ("drop", "drop 't'", "Drop a disabled table"),
     ("truncate", "truncate 't'", "Drop and recreate a table with the same families"),
-    ("put", "put 't', 'row', 'cf:q', 'value'[, ts]", "Write a cell"),
+    ("put", "put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}]", "Write a cell"),
     ("get", "get 't', 'row'[, 'cf:q' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\"}]", "Read a row"),
     ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\"}]", "Read rows"),
     ("delete", "delete 't', 'row', 'cf:q' | 'cf'[, ts][, {TYPE => 'VERSION' | 'FAMILY_VERSION'}]", "Write a delete marker"),
@@ -1008,6 +1010,14 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
             let (family, qualifier) = a.column()?;
             let value = a.bytes("a value string")?;
             let ts = a.opt_timestamp()?;
+            // HBase's put attributes: TTL in milliseconds (a per-cell TTL).
+            let mut ttl_ms = None;
+            if let Some(mut m) = a.opt_map()? {
+                if let Some(t) = m.take("TTL") {
+                    ttl_ms = Some(nonneg(&t, "TTL (milliseconds)")?);
+                }
+                m.done(&["ATTRIBUTES", "VISIBILITY", "AUTHORIZATIONS"])?;
+            }
             Command::Put {
                 table,
                 row,
@@ -1015,6 +1025,7 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
                 qualifier,
                 value,
                 ts,
+                ttl_ms,
             }
         }
         "get" => get(&mut a)?,
@@ -1431,9 +1442,18 @@ mod tests {
                 family: "cf".into(),
                 qualifier: b"q".to_vec(),
                 value: b"v".to_vec(),
-                ts: Some(42)
+                ts: Some(42),
+                ttl_ms: None,
             }
         );
+        let Command::Put { ts, ttl_ms, .. } =
+            one("put 't', 'r', 'cf:q', 'v', {TTL => 500}").unwrap()
+        else {
+            panic!("not a put")
+        };
+        assert_eq!((ts, ttl_ms), (None, Some(500)));
+        assert!(one("put 't', 'r', 'cf:q', 'v', {TTL => -1}").is_err());
+        assert!(one("put 't', 'r', 'cf:q', 'v', {NOPE => 1}").is_err());
         let Command::Get { get, .. } =
             one("get 't', 'r', {COLUMN => 'cf:q', VERSIONS => 3, TIMERANGE => [1, 9]}").unwrap()
         else {
@@ -1493,7 +1513,7 @@ mod tests {
     fn errors_name_what_was_expected_and_where() {
         assert_eq!(
             err_text("put 't', 'r'"),
-            "line 1, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts])"
+            "line 1, column 13: expected a column 'family:qualifier' (usage: put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}])"
         );
         assert_eq!(
             err_text("get 42, 'r'"),
