@@ -15,9 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellar_format::{BloomConfig, HFileWriter, KeyRef, WriterOptions};
+use cellar_format::{HFileWriter, KeyRef};
 use parking_lot::Mutex;
 
+use super::flush::{file_meta, NewHFile};
 use super::graveyard::Graveyard;
 use super::sv::SuperVersion;
 use super::DbInner;
@@ -621,29 +622,8 @@ impl DbInner {
 
     fn start_output(&self, task: &CompactionTask, desc: &FamilyDescriptor) -> Result<Output> {
         let number = self.manifest.lock().1.allocate_file_number();
-        let dir = manifest::family_dir(&self.dir, task.family);
-        self.fs
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
-        let path = manifest::hfile_path(&self.dir, task.family, number);
-        let file = self
-            .fs
-            .create(&path)
-            .map_err(|e| Error::io(&path, "creating a compaction output", e))?;
-        let mut o = WriterOptions::new(desc.name.as_bytes());
-        o.block_size = desc.block_size as usize;
-        o.compression = desc.compression;
-        o.bloom = BloomConfig {
-            bloom_type: desc.bloom,
-            ..BloomConfig::default()
-        };
-        o.created_at_ms = now_ms();
-        o.major_compaction = task.bottommost;
-        let writer = HFileWriter::new(
-            AppendWriter::new(file.clone()),
-            path.display().to_string(),
-            o,
-        )?;
+        let NewHFile { path, file, writer } =
+            self.create_hfile(task.family, number, desc, task.bottommost)?;
         Ok(Output {
             number,
             path,
@@ -667,22 +647,13 @@ impl DbInner {
         o.file
             .sync_data()
             .map_err(|e| Error::io(&o.path, "syncing a compaction output", e))?;
-        let info = &summary.info;
-        Ok(FileMeta {
-            number: o.number,
-            family: task.family,
-            level: task.output_level,
-            size: summary.file_size,
-            smallest: info.first_key.clone().unwrap_or_default(),
-            largest: info.last_key.clone().unwrap_or_default(),
-            min_seq: if o.min_seq == u64::MAX { 0 } else { o.min_seq },
-            max_seq: info.max_seq,
-            min_ts: info.min_timestamp,
-            max_ts: info.max_timestamp,
-            entries: info.entries,
-            deletes: info.deletes(),
-            created_ms: info.created_at_ms,
-        })
+        Ok(file_meta(
+            o.number,
+            task.family,
+            task.output_level,
+            o.min_seq,
+            &summary,
+        ))
     }
 
     /// Recompute the write pressure compaction debt puts on writers, after the files changed.

@@ -317,28 +317,11 @@ impl DbInner {
         number: u64,
         last_seq: u64,
     ) -> Result<Option<FileMeta>> {
-        let dir = manifest::family_dir(&self.dir, mem.family());
-        self.fs
-            .create_dir_all(&dir)
-            .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
-        let path = manifest::hfile_path(&self.dir, mem.family(), number);
-        let file = self
-            .fs
-            .create(&path)
-            .map_err(|e| Error::io(&path, "creating an HFile", e))?;
-        let mut o = WriterOptions::new(desc.name.as_bytes());
-        o.block_size = desc.block_size as usize;
-        o.compression = desc.compression;
-        o.bloom = BloomConfig {
-            bloom_type: desc.bloom,
-            ..BloomConfig::default()
-        };
-        o.created_at_ms = now_ms();
-        let mut w = HFileWriter::new(
-            AppendWriter::new(file.clone()),
-            path.display().to_string(),
-            o,
-        )?;
+        let NewHFile {
+            path,
+            file,
+            writer: mut w,
+        } = self.create_hfile(mem.family(), number, desc, false)?;
         let mut purger = Purger::new(
             desc,
             PurgeParams::new(self.smallest_snapshot(), last_seq, now_ms()),
@@ -369,21 +352,77 @@ impl DbInner {
         }
         file.sync_data()
             .map_err(|e| Error::io(&path, "syncing a flushed HFile", e))?;
-        let info = &summary.info;
-        Ok(Some(FileMeta {
-            number,
-            family: mem.family(),
-            level: 0,
-            size: summary.file_size,
-            smallest: info.first_key.clone().unwrap_or_default(),
-            largest: info.last_key.clone().unwrap_or_default(),
-            min_seq,
-            max_seq: info.max_seq,
-            min_ts: info.min_timestamp,
-            max_ts: info.max_timestamp,
-            entries: info.entries,
-            deletes: info.deletes(),
-            created_ms: info.created_at_ms,
-        }))
+        Ok(Some(file_meta(number, mem.family(), 0, min_seq, &summary)))
+    }
+
+    /// Create HFile `number` of `family` (and the family's directory) and open a writer on it
+    /// with the family's block size, compression and bloom settings; `major` marks the output
+    /// of a bottommost compaction in its file info. Flush and compaction both write through it.
+    pub(super) fn create_hfile(
+        &self,
+        family: u32,
+        number: u64,
+        desc: &crate::schema::FamilyDescriptor,
+        major: bool,
+    ) -> Result<NewHFile> {
+        let dir = manifest::family_dir(&self.dir, family);
+        self.fs
+            .create_dir_all(&dir)
+            .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
+        let path = manifest::hfile_path(&self.dir, family, number);
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io(&path, "creating an HFile", e))?;
+        let mut o = WriterOptions::new(desc.name.as_bytes());
+        o.block_size = desc.block_size as usize;
+        o.compression = desc.compression;
+        o.bloom = BloomConfig {
+            bloom_type: desc.bloom,
+            ..BloomConfig::default()
+        };
+        o.created_at_ms = now_ms();
+        o.major_compaction = major;
+        let writer = HFileWriter::new(
+            AppendWriter::new(file.clone()),
+            path.display().to_string(),
+            o,
+        )?;
+        Ok(NewHFile { path, file, writer })
+    }
+}
+
+/// An HFile being written: its path, its file (to sync) and the writer.
+pub(super) struct NewHFile {
+    pub path: std::path::PathBuf,
+    pub file: std::sync::Arc<dyn crate::fs::File>,
+    pub writer: HFileWriter<AppendWriter>,
+}
+
+/// What the manifest records of a finished HFile, from the writer's summary. `min_seq` is the
+/// smallest sequence number written (the summary records only the largest); `u64::MAX`, an
+/// empty file, records 0.
+pub(super) fn file_meta(
+    number: u64,
+    family: u32,
+    level: u32,
+    min_seq: u64,
+    summary: &cellar_format::FileSummary,
+) -> FileMeta {
+    let info = &summary.info;
+    FileMeta {
+        number,
+        family,
+        level,
+        size: summary.file_size,
+        smallest: info.first_key.clone().unwrap_or_default(),
+        largest: info.last_key.clone().unwrap_or_default(),
+        min_seq: if min_seq == u64::MAX { 0 } else { min_seq },
+        max_seq: info.max_seq,
+        min_ts: info.min_timestamp,
+        max_ts: info.max_timestamp,
+        entries: info.entries,
+        deletes: info.deletes(),
+        created_ms: info.created_at_ms,
     }
 }
