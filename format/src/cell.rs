@@ -235,12 +235,40 @@ impl PartialOrd for KeyRef<'_> {
 /// raw bytes after every well-formed key, so the order stays total and nothing panics; the
 /// decoders report such keys as corruption before they reach a caller.
 pub fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
+    // Most comparisons (a skip-list insert, a block seek) are decided by the row, so compare
+    // rows straight from the bytes and parse the rest only on a tie. Taking the shortcut only
+    // when both keys are well formed keeps the order exactly the one below. The memstore
+    // insert profile was 40% in the full parse before this.
+    if let (Some(ra), Some(rb)) = (row_if_well_formed(a), row_if_well_formed(b)) {
+        let o = ra.cmp(rb);
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
     match (KeyRef::parse(a), KeyRef::parse(b)) {
         (Ok(x), Ok(y)) => x.cmp(&y),
         (Ok(_), Err(_)) => Ordering::Less,
         (Err(_), Ok(_)) => Ordering::Greater,
         (Err(_), Err(_)) => a.cmp(b),
     }
+}
+
+/// The row of `key` if [`KeyRef::parse`] would accept the key (the same length checks).
+#[inline]
+fn row_if_well_formed(key: &[u8]) -> Option<&[u8]> {
+    let head_len = key.len().checked_sub(KEY_SUFFIX_LEN)?;
+    if key.len() < MIN_KEY_LEN {
+        return None;
+    }
+    let row_len = u16::from_le_bytes([*key.first()?, *key.get(1)?]) as usize;
+    let fam_len_at = 2 + row_len;
+    // The family length byte and the family must lie inside the head (the qualifier is the
+    // rest, possibly empty), exactly as `parse` requires.
+    let fam_len = *key.get(..head_len)?.get(fam_len_at)? as usize;
+    if fam_len_at + 1 + fam_len > head_len {
+        return None;
+    }
+    key.get(2..fam_len_at)
 }
 
 /// An owned cell key.
@@ -418,6 +446,49 @@ fn row_successor(a: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The order `compare_keys` must keep: full parse, malformed keys last by raw bytes.
+    fn reference_compare(a: &[u8], b: &[u8]) -> Ordering {
+        match (KeyRef::parse(a), KeyRef::parse(b)) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            (Ok(_), Err(_)) => Ordering::Less,
+            (Err(_), Ok(_)) => Ordering::Greater,
+            (Err(_), Err(_)) => a.cmp(b),
+        }
+    }
+
+    /// A key that is well formed, or damaged by a truncation or a changed length byte.
+    fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::vec(0u8..4, 0..4),
+            prop::collection::vec(0u8..3, 0..3),
+            prop::collection::vec(0u8..3, 0..3),
+            0u64..3,
+            0u64..3,
+            0usize..40,
+            prop::option::of((0usize..4, any::<u8>())),
+        )
+            .prop_map(|(row, fam, q, ts, seq, cut, poke)| {
+                let mut v = CellKey::new(row, fam, q, ts, CellType::Put, seq).encode();
+                if cut < 8 {
+                    v.truncate(v.len().saturating_sub(cut));
+                }
+                if let Some((at, b)) = poke {
+                    if let Some(x) = v.get_mut(at) {
+                        *x = b;
+                    }
+                }
+                v
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn row_shortcut_keeps_the_full_order(a in key_bytes(), b in key_bytes()) {
+            prop_assert_eq!(compare_keys(&a, &b), reference_compare(&a, &b));
+        }
+    }
 
     fn k(row: &str, q: &str, ts: u64, t: CellType, seq: u64) -> CellKey {
         CellKey::new(row, "cf", q, ts, t, seq)

@@ -1,23 +1,33 @@
-//! The group-commit hand-off between appending threads and the single WAL writer thread.
+//! Group commit: appending threads take turns as the leader that writes everyone's records.
 //!
 //! Contract:
 //! * `append` assigns the sequence number and enqueues the record under one lock, so queue
 //!   order equals seq order and the file order equals seq order.
-//! * The writer takes the *whole* queue at once ([`Shared::next_batch`]); the batch's `upto` is
-//!   the highest seq assigned at that moment, including `SkipWal` seqs that have no record, so
-//!   watermarks cover them too.
-//! * After the batch's bytes reached the OS the writer publishes `written = upto`; after an
+//! * At most one thread is the *leader* (`State::leader`). A thread that must wait for a
+//!   watermark (a `SyncWal`/`FsyncWal` append, `sync`, `roll`) and finds work queued and no
+//!   leader becomes the leader: it takes the *whole* queue at once, writes it through the
+//!   [`BatchWriter`] outside the state lock, publishes, and steps down. Everyone else waits.
+//!   So a lone writer pays one device call per record and no thread hand-off (the design of
+//!   LevelDB's and RocksDB's write groups); many writers share each device call.
+//! * A batch's `upto` is the highest seq assigned when it was taken, including `SkipWal` seqs
+//!   that have no record, so watermarks cover them too.
+//! * After the batch's bytes reached the OS the leader publishes `written = upto`; after an
 //!   fdatasync ordered after those writes it publishes `synced = upto`. Watermarks only move
-//!   forward ([`Shared::publish`] takes the maximum). A waiter returns `Ok` iff its watermark
-//!   covers its seq, checked before the poison flag, so a record whose group completed before a
-//!   later failure is still acknowledged correctly.
-//! * After [`Shared::poison`], no append other than `SkipWal` and no `sync`/`roll` succeeds, and
-//!   every waiter not yet covered wakes with `Error::Poisoned`, except the waiters of the group
-//!   whose write hit a full disk: they get `Error::NoSpace` (the error their write met; later
-//!   calls get `Poisoned` with cause `NoSpace`).
-//! * Wake-ups: appenders notify the writer only when the queue goes from empty to non-empty
-//!   (the writer empties it under the same lock, so no wake-up can be lost); the writer
-//!   notifies all waiters after every publication.
+//!   forward. A waiter returns `Ok` iff its watermark covers its seq, checked before the poison
+//!   flag, so a record whose group completed before a later failure is still acknowledged.
+//! * `AsyncWal` records have no waiter to lead for them: the background thread
+//!   ([`Shared::run_background`]) leads when such work is queued and no leader is active. It
+//!   also performs the final sync at close and then [`BatchWriter::finish`].
+//! * After a failure ([`Shared::poison`]), no append other than `SkipWal` and no `sync`/`roll`
+//!   succeeds, nothing more is written, and every waiter not yet covered wakes with
+//!   `Error::Poisoned`, except the waiters of the group whose write hit a full disk: they get
+//!   `Error::NoSpace` (later calls get `Poisoned` with cause `NoSpace`).
+//! * Wake-ups: a leader stepping down notifies the waiters (one of them may lead next) and, if
+//!   work is left, the background thread; an `AsyncWal` append notifies the background thread
+//!   when the queue goes from empty to non-empty. Notifications are skipped when nobody waits
+//!   (counted under the lock), which is what keeps a lone writer free of futex calls.
+//! * A leader that panics inside the writer poisons the WAL and steps down (a guard), so no
+//!   waiter hangs on a dead leader.
 //!
 //! Model check (loom; a pass is evidence, not proof: loom does not explore load buffering):
 //!
@@ -33,7 +43,7 @@ use super::Durability;
 use crate::error::{Error, Poison, PoisonCause, Result};
 use crate::sync_shim::{Condvar, Mutex, MutexGuard};
 
-/// One queued unit of work for the writer.
+/// One queued unit of work for the leader.
 #[derive(Debug)]
 pub(crate) enum Item {
     /// A record to frame and write.
@@ -50,7 +60,7 @@ pub(crate) enum Item {
     },
 }
 
-/// What the writer takes from the queue in one go.
+/// What the leader takes from the queue in one go.
 #[derive(Debug)]
 pub(crate) struct Batch {
     /// Records and roll requests, in seq order.
@@ -60,6 +70,25 @@ pub(crate) struct Batch {
     /// Whether the batch must end with an fdatasync (an `FsyncWal` record or a pending
     /// `sync()`/close is covered by it).
     pub sync: bool,
+}
+
+/// What a written batch makes known.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    /// Every seq up to this is in the OS.
+    pub written: u64,
+    /// Every seq up to this is durable, if a sync (of the batch or of a roll) says so.
+    pub synced: Option<u64>,
+    /// Segment numbers of the roll tickets the batch completed.
+    pub rolls: Vec<(u64, u64)>,
+}
+
+/// The device side: frames and writes batches. Called by one leader at a time.
+pub(crate) trait BatchWriter: Send {
+    /// Write `batch` (and sync it if it asks); what it makes known, or the failure.
+    fn write_batch(&mut self, batch: Batch) -> Result<Published>;
+    /// Called once at close, after the final sync succeeded.
+    fn finish(&mut self);
 }
 
 #[derive(Debug)]
@@ -79,32 +108,109 @@ struct State {
     closing: bool,
     next_ticket: u64,
     rolled: HashMap<u64, u64>,
+    /// A thread is writing a batch.
+    leader: bool,
+    /// Threads blocked on `done`.
+    waiting: usize,
+    /// The background thread is blocked on `work`.
+    idle: bool,
 }
 
-/// The shared state of one WAL: the queue, the watermarks and the poison flag.
+impl State {
+    fn sync_pending(&self) -> bool {
+        self.sync_target > self.synced && self.poison.is_none()
+    }
+
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty() || self.sync_pending()
+    }
+
+    fn take_batch(&mut self) -> Batch {
+        let sync_pending = self.sync_pending();
+        Batch {
+            items: std::mem::take(&mut self.queue),
+            sync: std::mem::take(&mut self.queue_needs_sync) || sync_pending,
+            upto: self.next_seq - 1,
+        }
+    }
+
+    fn publish(&mut self, p: Published) {
+        self.written = self.written.max(p.written);
+        if let Some(synced) = p.synced {
+            self.synced = self.synced.max(synced);
+            // Nothing can be durable that was not written first.
+            self.written = self.written.max(self.synced);
+        }
+        self.rolled.extend(p.rolls);
+    }
+
+    fn fail(&mut self, upto: u64, e: &Error) {
+        if self.poison.is_some() {
+            return;
+        }
+        let p = Poison::from_error("", e);
+        if p.cause == PoisonCause::NoSpace {
+            let (path, doing) = match e {
+                Error::NoSpace { path, doing } => (path.clone(), doing.clone()),
+                _ => (PathBuf::new(), "writing the WAL".to_owned()),
+            };
+            self.no_space = Some((upto, path, doing));
+        }
+        self.poison = Some(p);
+    }
+}
+
+/// The shared state of one WAL: the queue, the watermarks, the poison flag and the device.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Shared<W> {
     state: Mutex<State>,
-    /// The writer waits here for work.
+    /// Only the leader locks it, so it is never contended; a lock rather than a cell keeps
+    /// the exclusivity checked.
+    writer: Mutex<W>,
+    /// The background thread waits here for `AsyncWal` work and for close.
     work: Condvar,
-    /// Appenders, `sync` and `roll` callers wait here for watermarks.
+    /// Appenders, `sync` and `roll` callers wait here for watermarks or for leadership.
     done: Condvar,
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the state half-updated in a way that matters
     // more than the panic itself (every update is a few assignments), so keep going.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn wait<'a>(c: &Condvar, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+fn wait<'a, T>(c: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     c.wait(g).unwrap_or_else(|e| e.into_inner())
 }
 
-impl Shared {
+/// Steps a panicking leader down with the WAL poisoned, so nobody waits on it forever.
+struct LeaderGuard<'a, W: BatchWriter> {
+    shared: &'a Shared<W>,
+    armed: bool,
+}
+
+impl<W: BatchWriter> Drop for LeaderGuard<'_, W> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut s = lock(&self.shared.state);
+            if s.poison.is_none() {
+                s.poison = Some(Poison::new(
+                    PoisonCause::Other,
+                    "a thread panicked while writing the WAL",
+                ));
+            }
+            s.leader = false;
+            drop(s);
+            self.shared.done.notify_all();
+            self.shared.work.notify_all();
+        }
+    }
+}
+
+impl<W: BatchWriter> Shared<W> {
     /// Fresh state; the first record gets `next_seq`. Seq 0 is never assigned, so watermarks
     /// start at `next_seq - 1` ("everything before is already covered").
-    pub(crate) fn new(next_seq: u64) -> Self {
+    pub(crate) fn new(next_seq: u64, writer: W) -> Self {
         let next_seq = next_seq.max(1);
         Shared {
             state: Mutex::new(State {
@@ -119,17 +225,13 @@ impl Shared {
                 closing: false,
                 next_ticket: 0,
                 rolled: HashMap::new(),
+                leader: false,
+                waiting: 0,
+                idle: false,
             }),
+            writer: Mutex::new(writer),
             work: Condvar::new(),
             done: Condvar::new(),
-        }
-    }
-
-    fn enqueue(&self, s: &mut State, item: Item) {
-        let was_empty = s.queue.is_empty();
-        s.queue.push(item);
-        if was_empty {
-            self.work.notify_one();
         }
     }
 
@@ -154,6 +256,50 @@ impl Shared {
         Self::poisoned(s)
     }
 
+    /// Wake the background thread if it sleeps and there is work no waiter will lead for.
+    fn kick_background(&self, s: &State) {
+        if s.idle && !s.leader && (s.has_work() || s.closing) {
+            self.work.notify_one();
+        }
+    }
+
+    /// Be the leader for one batch: take the queue, write it outside the state lock, publish
+    /// (or poison), step down and wake whoever needs it. Precondition: no leader, work queued.
+    fn lead<'a>(&'a self, mut s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        s.leader = true;
+        let batch = s.take_batch();
+        let upto = batch.upto;
+        // After a failure nothing more is written: the batch is dropped and its waiters see
+        // the poison.
+        let skip = s.poison.is_some();
+        drop(s);
+        let mut guard = LeaderGuard {
+            shared: self,
+            armed: true,
+        };
+        let result = if skip {
+            None
+        } else {
+            Some(lock(&self.writer).write_batch(batch))
+        };
+        guard.armed = false;
+        let mut s = lock(&self.state);
+        match result {
+            Some(Ok(p)) => s.publish(p),
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "WAL write failed; the WAL is poisoned");
+                s.fail(upto, &e);
+            }
+            None => {}
+        }
+        s.leader = false;
+        if s.waiting > 0 {
+            self.done.notify_all();
+        }
+        self.kick_background(&s);
+        s
+    }
+
     /// Assign a seq, enqueue the record and wait as `d` requires.
     pub(crate) fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
         // Copy outside the lock to keep the critical section short.
@@ -175,24 +321,26 @@ impl Shared {
             Durability::FsyncWal => s.queue_needs_sync = true,
             Durability::AsyncWal | Durability::SyncWal => {}
         }
-        self.enqueue(
-            &mut s,
-            Item::Record {
-                seq,
-                payload: owned,
-            },
-        );
+        s.queue.push(Item::Record {
+            seq,
+            payload: owned,
+        });
         match d {
-            Durability::SkipWal | Durability::AsyncWal => Ok(seq),
+            Durability::SkipWal => Ok(seq),
+            Durability::AsyncWal => {
+                self.kick_background(&s);
+                Ok(seq)
+            }
             Durability::SyncWal => self.wait_until(s, seq, |s| s.written >= seq).map(|_| seq),
             Durability::FsyncWal => self.wait_until(s, seq, |s| s.synced >= seq).map(|_| seq),
         }
     }
 
-    /// Wait until `covered`; `seq` is what the caller waits for (0: nothing of its own), which
-    /// decides whether a full disk is reported as `NoSpace` or `Poisoned`.
+    /// Wait until `covered`, leading batches while nobody else does; `seq` is what the caller
+    /// waits for (0: nothing of its own), which decides whether a full disk is reported as
+    /// `NoSpace` or `Poisoned`.
     fn wait_until<'a>(
-        &self,
+        &'a self,
         mut s: MutexGuard<'a, State>,
         seq: u64,
         covered: impl Fn(&State) -> bool,
@@ -203,7 +351,13 @@ impl Shared {
                 return Ok(s);
             }
             Self::poisoned_for(&s, seq)?;
+            if !s.leader && s.has_work() {
+                s = self.lead(s);
+                continue;
+            }
+            s.waiting += 1;
             s = wait(&self.done, s);
+            s.waiting -= 1;
         }
     }
 
@@ -215,15 +369,11 @@ impl Shared {
         if s.synced >= target {
             return Ok(());
         }
-        if s.sync_target < target {
-            s.sync_target = target;
-            self.work.notify_one();
-        }
+        s.sync_target = s.sync_target.max(target);
         self.wait_until(s, target, |s| s.synced >= target).map(drop)
     }
 
-    /// Ask the writer to start a new segment after everything queued so far; returns the new
-    /// segment's number.
+    /// Ask for a new segment after everything queued so far; returns the new segment's number.
     pub(crate) fn roll(&self) -> Result<u64> {
         let mut s = lock(&self.state);
         Self::poisoned(&s)?;
@@ -232,46 +382,34 @@ impl Shared {
         }
         let ticket = s.next_ticket;
         s.next_ticket += 1;
-        self.enqueue(&mut s, Item::Roll { ticket });
+        s.queue.push(Item::Roll { ticket });
         let mut s = self.wait_until(s, 0, |s| s.rolled.contains_key(&ticket))?;
         Ok(s.rolled.remove(&ticket).unwrap_or_default())
     }
 
-    /// Writer side: block until there is work, then take all of it. `None` once closing and
-    /// nothing is left, which tells the writer to exit.
-    pub(crate) fn next_batch(&self) -> Option<Batch> {
+    /// The background thread's loop: lead for work no waiter leads for (`AsyncWal` records),
+    /// until close; then make everything durable and [`BatchWriter::finish`] (unless poisoned).
+    pub(crate) fn run_background(&self) {
         let mut s = lock(&self.state);
         loop {
-            let sync_pending = s.sync_target > s.synced && s.poison.is_none();
-            if !s.queue.is_empty() || sync_pending {
-                let items = std::mem::take(&mut s.queue);
-                let sync = std::mem::take(&mut s.queue_needs_sync) || sync_pending;
-                return Some(Batch {
-                    items,
-                    upto: s.next_seq - 1,
-                    sync,
-                });
+            if !s.leader && s.has_work() {
+                s = self.lead(s);
+                continue;
             }
-            if s.closing {
-                return None;
+            if s.closing && !s.leader {
+                break;
             }
+            s.idle = true;
             s = wait(&self.work, s);
+            s.idle = false;
         }
-    }
-
-    /// Writer side: publish progress. `written`/`synced` are the new watermarks (never moved
-    /// backwards), `rolls` the segment numbers for completed roll tickets.
-    pub(crate) fn publish(&self, written: u64, synced: Option<u64>, rolls: Vec<(u64, u64)>) {
-        let mut s = lock(&self.state);
-        s.written = s.written.max(written);
-        if let Some(synced) = synced {
-            s.synced = s.synced.max(synced);
-            // Nothing can be durable that was not written first.
-            s.written = s.written.max(s.synced);
-        }
-        s.rolled.extend(rolls);
+        // Closing: no new seqs, the queue is empty and the close's sync target is covered
+        // (or the WAL is poisoned, which stops everything).
+        let finish = s.poison.is_none();
         drop(s);
-        self.done.notify_all();
+        if finish {
+            lock(&self.writer).finish();
+        }
     }
 
     /// Record the first failure; every waiter not yet covered fails from now on.
@@ -284,37 +422,18 @@ impl Shared {
         self.done.notify_all();
     }
 
-    /// Record the first failure `e`, met by the group of seqs up to `upto`: as
-    /// [`Shared::poison`], and if the disk was full, that group's waiters get `NoSpace`.
-    pub(crate) fn fail(&self, upto: u64, e: &Error) {
-        let mut s = lock(&self.state);
-        if s.poison.is_none() {
-            let p = Poison::from_error("", e);
-            if p.cause == PoisonCause::NoSpace {
-                let (path, doing) = match e {
-                    Error::NoSpace { path, doing } => (path.clone(), doing.clone()),
-                    _ => (PathBuf::new(), "writing the WAL".to_owned()),
-                };
-                s.no_space = Some((upto, path, doing));
-            }
-            s.poison = Some(p);
-        }
-        drop(s);
-        self.done.notify_all();
-    }
-
     /// Why the WAL is poisoned, if it is.
     pub(crate) fn poison_reason(&self) -> Option<Poison> {
         lock(&self.state).poison.clone()
     }
 
-    /// Stop accepting work; the writer drains the queue, syncs it, then exits.
+    /// Stop accepting work; the background thread writes and syncs what is left, then exits.
     pub(crate) fn close(&self) {
         let mut s = lock(&self.state);
         s.closing = true;
         s.sync_target = s.sync_target.max(s.next_seq - 1);
         drop(s);
-        self.work.notify_one();
+        self.work.notify_all();
     }
 
     /// `(written, synced)` watermarks.
@@ -325,35 +444,77 @@ impl Shared {
     }
 }
 
+/// A device stand-in for the models: publishes what it is given, fails (or panics) on a chosen
+/// batch, and checks that batches arrive with increasing bounds, one at a time.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct FakeWriter {
+    pub batches: usize,
+    pub fail_at: Option<usize>,
+    pub panic_at: Option<usize>,
+    pub last_upto: u64,
+    pub finished: bool,
+}
+
+#[cfg(test)]
+impl BatchWriter for FakeWriter {
+    fn write_batch(&mut self, b: Batch) -> Result<Published> {
+        let n = self.batches;
+        self.batches += 1;
+        assert!(
+            b.upto >= self.last_upto,
+            "batch bounds must not go backwards"
+        );
+        self.last_upto = b.upto;
+        for item in &b.items {
+            if let Item::Record { seq, .. } = item {
+                assert!(*seq <= b.upto, "batch bound must cover its records");
+            }
+        }
+        if Some(n) == self.panic_at {
+            panic!("injected panic in the WAL writer");
+        }
+        if Some(n) == self.fail_at {
+            return Err(Error::io(
+                "wal",
+                "writing",
+                std::io::Error::other("injected"),
+            ));
+        }
+        let rolls = b
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Roll { ticket } => Some((*ticket, 100 + ticket)),
+                Item::Record { .. } => None,
+            })
+            .collect();
+        Ok(Published {
+            written: b.upto,
+            synced: b.sync.then_some(b.upto),
+            rolls,
+        })
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// A committer that publishes every batch as written and, when asked, synced.
-    fn committer(shared: Arc<Shared>) -> std::thread::JoinHandle<usize> {
-        std::thread::spawn(move || {
-            let mut batches = 0;
-            while let Some(b) = shared.next_batch() {
-                batches += 1;
-                let rolls = b
-                    .items
-                    .iter()
-                    .filter_map(|i| match i {
-                        Item::Roll { ticket } => Some((*ticket, 100 + ticket)),
-                        Item::Record { .. } => None,
-                    })
-                    .collect();
-                shared.publish(b.upto, b.sync.then_some(b.upto), rolls);
-            }
-            batches
-        })
+    fn background(shared: &Arc<Shared<FakeWriter>>) -> std::thread::JoinHandle<()> {
+        let s = shared.clone();
+        std::thread::spawn(move || s.run_background())
     }
 
     #[test]
     fn levels_wait_for_their_watermark() {
-        let shared = Arc::new(Shared::new(1));
-        let c = committer(shared.clone());
+        let shared = Arc::new(Shared::new(1, FakeWriter::default()));
+        let bg = background(&shared);
         assert_eq!(shared.append(b"a", Durability::SkipWal).unwrap(), 1);
         assert_eq!(shared.append(b"b", Durability::AsyncWal).unwrap(), 2);
         assert_eq!(shared.append(b"c", Durability::SyncWal).unwrap(), 3);
@@ -365,35 +526,95 @@ mod tests {
         assert_eq!(shared.watermarks(), (5, 5));
         assert_eq!(shared.roll().unwrap(), 100);
         shared.close();
-        assert!(c.join().unwrap() >= 1);
+        bg.join().unwrap();
+        assert!(
+            lock(&shared.writer).finished,
+            "close must finish the writer"
+        );
         assert!(matches!(
             shared.append(b"x", Durability::SyncWal),
             Err(Error::Closed)
         ));
     }
 
+    /// A lone synchronous writer writes its own record: no other thread exists here to do it.
+    #[test]
+    fn a_lone_writer_leads_itself() {
+        let shared = Shared::new(1, FakeWriter::default());
+        for i in 1..=10 {
+            assert_eq!(shared.append(b"r", Durability::SyncWal).unwrap(), i);
+        }
+        shared.append(b"r", Durability::FsyncWal).unwrap();
+        shared.sync().unwrap();
+        assert_eq!(shared.watermarks(), (11, 11));
+        assert_eq!(lock(&shared.writer).batches, 11);
+    }
+
+    /// `AsyncWal` records reach the device through the background thread alone.
+    #[test]
+    fn async_records_are_written_by_the_background_thread() {
+        let shared = Arc::new(Shared::new(1, FakeWriter::default()));
+        let bg = background(&shared);
+        shared.append(b"r", Durability::AsyncWal).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while shared.watermarks().0 < 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "async record never written"
+            );
+            std::thread::yield_now();
+        }
+        shared.close();
+        bg.join().unwrap();
+        assert_eq!(shared.watermarks(), (1, 1), "close syncs what was written");
+    }
+
     #[test]
     fn poison_fails_waiters_and_later_appends_but_not_skip_wal() {
-        let shared = Arc::new(Shared::new(10));
-        let s2 = shared.clone();
-        let c = std::thread::spawn(move || {
-            let b = s2.next_batch().unwrap();
-            assert_eq!(b.upto, 10);
-            s2.poison(Poison::new(PoisonCause::Io, "disk on fire"));
-            while s2.next_batch().is_some() {}
-        });
+        let shared = Arc::new(Shared::new(
+            10,
+            FakeWriter {
+                fail_at: Some(0),
+                ..FakeWriter::default()
+            },
+        ));
+        let bg = background(&shared);
         let e = shared.append(b"a", Durability::FsyncWal).unwrap_err();
-        assert!(matches!(e, Error::Poisoned(ref m) if m.message == "disk on fire"));
+        assert!(matches!(e, Error::Poisoned(_)), "{e}");
         assert!(shared.append(b"b", Durability::AsyncWal).is_err());
         assert!(shared.sync().is_err());
         assert!(shared.roll().is_err());
         assert_eq!(shared.append(b"c", Durability::SkipWal).unwrap(), 11);
-        assert_eq!(
-            shared.poison_reason().map(|p| p.message).as_deref(),
-            Some("disk on fire")
-        );
+        assert!(shared.poison_reason().is_some());
         shared.close();
-        c.join().unwrap();
+        bg.join().unwrap();
+        assert_eq!(
+            lock(&shared.writer).batches,
+            1,
+            "nothing written after a failure"
+        );
+        assert!(
+            !lock(&shared.writer).finished,
+            "a poisoned WAL is not sealed"
+        );
+    }
+
+    /// A leader that panics in the device poisons the WAL instead of leaving the others
+    /// waiting for a leader that will never step down.
+    #[test]
+    fn a_panicking_leader_poisons_and_steps_down() {
+        let shared = Arc::new(Shared::new(
+            1,
+            FakeWriter {
+                panic_at: Some(0),
+                ..FakeWriter::default()
+            },
+        ));
+        let s2 = shared.clone();
+        let t = std::thread::spawn(move || s2.append(b"a", Durability::SyncWal));
+        assert!(t.join().is_err(), "the leader's panic propagates to it");
+        let e = shared.append(b"b", Durability::SyncWal).unwrap_err();
+        assert!(matches!(e, Error::Poisoned(_)), "{e}");
     }
 }
 
@@ -402,35 +623,12 @@ mod loom_tests {
     use super::*;
     use crate::sync_shim::{thread, Arc};
 
-    /// Runs the committer: publishes each batch (written, and synced when asked), or poisons on
-    /// batch number `fail_at`. Checks that published watermarks never go backwards.
-    fn spawn_committer(shared: Arc<Shared>, fail_at: Option<usize>) -> thread::JoinHandle<()> {
-        thread::spawn(move || {
-            let mut n = 0;
-            let mut last = shared.watermarks();
-            while let Some(b) = shared.next_batch() {
-                if Some(n) == fail_at {
-                    shared.poison(Poison::new(PoisonCause::Io, "injected"));
-                } else if shared.poison_reason().is_none() {
-                    for item in &b.items {
-                        if let Item::Record { seq, .. } = item {
-                            assert!(*seq <= b.upto, "batch bound must cover its records");
-                        }
-                    }
-                    shared.publish(b.upto, b.sync.then_some(b.upto), Vec::new());
-                }
-                let now = shared.watermarks();
-                assert!(
-                    now.0 >= last.0 && now.1 >= last.1,
-                    "watermark went backwards"
-                );
-                last = now;
-                n += 1;
-            }
-        })
+    fn background(shared: &Arc<Shared<FakeWriter>>) -> thread::JoinHandle<()> {
+        let s = shared.clone();
+        thread::spawn(move || s.run_background())
     }
 
-    fn writer(shared: Arc<Shared>, d: Durability) -> thread::JoinHandle<Option<u64>> {
+    fn writer(shared: Arc<Shared<FakeWriter>>, d: Durability) -> thread::JoinHandle<Option<u64>> {
         thread::spawn(move || match shared.append(b"r", d) {
             Ok(seq) => {
                 let (written, synced) = shared.watermarks();
@@ -441,37 +639,39 @@ mod loom_tests {
                 }
                 Some(seq)
             }
-            Err(Error::Poisoned(_)) => None,
+            Err(Error::Poisoned(_)) | Err(Error::Io { .. }) => None,
             Err(e) => panic!("unexpected error {e}"),
         })
     }
 
-    /// Two writers (SyncWal, FsyncWal) and the committer; a lost wake-up shows up as a loom
-    /// deadlock, an early acknowledgement as a failed assertion.
+    /// Two writers (SyncWal, FsyncWal) racing for leadership beside the background thread; a
+    /// lost wake-up shows up as a loom deadlock, an early acknowledgement as a failed
+    /// assertion, two leaders at once as a batch-order assertion in the fake writer.
     #[test]
-    fn two_writers_and_committer() {
+    fn two_writers_and_background() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new(1));
-            let c = spawn_committer(shared.clone(), None);
+            let shared = Arc::new(Shared::new(1, FakeWriter::default()));
+            let bg = background(&shared);
             let a = writer(shared.clone(), Durability::SyncWal);
             let b = writer(shared.clone(), Durability::FsyncWal);
             let sa = a.join().unwrap().unwrap();
             let sb = b.join().unwrap().unwrap();
             assert_ne!(sa, sb);
             shared.close();
-            c.join().unwrap();
+            bg.join().unwrap();
             let (w, s) = shared.watermarks();
             assert!(w >= 2 && s >= 2, "close must sync everything");
         });
     }
 
-    /// A writer and a `sync()` caller racing; sync must cover the record if it was assigned
-    /// before the sync started.
+    /// An async writer and a `sync()` caller racing; sync must cover the record if it was
+    /// assigned before the sync started, and the async record must be written without any
+    /// waiter (by the background thread) before close returns.
     #[test]
     fn async_append_then_sync() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new(1));
-            let c = spawn_committer(shared.clone(), None);
+            let shared = Arc::new(Shared::new(1, FakeWriter::default()));
+            let bg = background(&shared);
             let a = writer(shared.clone(), Durability::AsyncWal);
             let s2 = shared.clone();
             let b = thread::spawn(move || {
@@ -479,30 +679,39 @@ mod loom_tests {
             });
             let seq = a.join().unwrap().unwrap();
             b.join().unwrap();
-            shared.sync().unwrap();
-            assert!(shared.watermarks().1 >= seq);
             shared.close();
-            c.join().unwrap();
+            bg.join().unwrap();
+            assert!(shared.watermarks().1 >= seq);
+            assert!(lock(&shared.writer).finished);
         });
     }
 
-    /// The first batch fails: every writer returns either a covered Ok or Poisoned, none hangs.
+    /// The first batch fails: every writer returns either a covered Ok or an error, none hangs.
     #[test]
     fn poison_wakes_everyone() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new(1));
-            let c = spawn_committer(shared.clone(), Some(0));
+            let shared = Arc::new(Shared::new(
+                1,
+                FakeWriter {
+                    fail_at: Some(0),
+                    ..FakeWriter::default()
+                },
+            ));
+            let bg = background(&shared);
             let a = writer(shared.clone(), Durability::FsyncWal);
             let b = writer(shared.clone(), Durability::SyncWal);
             let ra = a.join().unwrap();
             let rb = b.join().unwrap();
-            // Nothing was ever published, so nobody may have been acknowledged.
+            let batches = lock(&shared.writer).batches;
+            // With one batch (the failing one) nobody can have been acknowledged; with a
+            // second, it would have been written after the failure.
+            assert_eq!(batches, 1, "written after the failure");
             assert!(
                 ra.is_none() && rb.is_none(),
                 "acknowledged without a publication"
             );
             shared.close();
-            c.join().unwrap();
+            bg.join().unwrap();
             assert!(shared.poison_reason().is_some());
         });
     }

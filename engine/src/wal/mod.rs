@@ -23,8 +23,10 @@
 //! succeeded (survives power loss). Prefix rule: an acknowledgement of seq S at a level implies
 //! the same for every seq below S.
 //!
-//! **Group commit.** One writer thread ([`writer`]) owns the device; appenders hand records over
-//! through [`commit`] and wait for the `written`/`synced` watermarks. The device is io_uring or
+//! **Group commit** ([`commit`]). Appenders queue records; a waiting appender with no leader
+//! ahead of it becomes the leader and writes the whole queue through the [`writer`] in one
+//! device call, the others wait for the `written`/`synced` watermarks. A background thread
+//! leads for `AsyncWal` records and does the final sync at close. The device is io_uring or
 //! pwrite+fdatasync ([`BackendKind`]).
 //!
 //! **Poisoning.** The first failed write or sync poisons the WAL: the failing group's waiters and
@@ -138,7 +140,7 @@ pub(crate) struct StatsInner {
 /// The write-ahead log: `Send + Sync`, shared by all writers of a database.
 #[derive(Debug)]
 pub struct Wal {
-    shared: sync_shim::Arc<commit::Shared>,
+    shared: sync_shim::Arc<commit::Shared<writer::Writer>>,
     stats: Arc<StatsInner>,
     backend: BackendKind,
     fs: SharedFs,
@@ -262,7 +264,6 @@ impl Wal {
         let device = select_device(opts.backend, &seg.file, dir)?;
         let backend = device.kind();
         tracing::info!(backend = %backend, dir = %dir.display(), segment = number, "WAL opened");
-        let shared = sync_shim::Arc::new(commit::Shared::new(next_seq));
         let stats = Arc::new(StatsInner::default());
         stats.current_segment.store(number, Ordering::Relaxed);
         let w = writer::Writer {
@@ -271,15 +272,16 @@ impl Wal {
             segment_size: opts.segment_size,
             device,
             seg,
-            shared: shared.clone(),
             stats: stats.clone(),
             buf: Vec::new(),
             last_written_seq: 0,
             buf_last_seq: 0,
         };
+        let shared = sync_shim::Arc::new(commit::Shared::new(next_seq, w));
+        let bg = shared.clone();
         let thread = std::thread::Builder::new()
             .name("cellar-wal".into())
-            .spawn(move || w.run())
+            .spawn(move || bg.run_background())
             .map_err(|e| Error::io(dir, "starting the WAL writer thread", e))?;
         Ok(Wal {
             shared,

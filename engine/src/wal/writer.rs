@@ -1,9 +1,10 @@
-//! The WAL writer thread: the only code that writes segment files after `Wal::open`.
+//! The WAL writer: the only code that writes segment files after `Wal::open`, run by whichever
+//! thread is the group-commit leader (see `commit`).
 //!
-//! Loop: take the whole queue ([`Shared::next_batch`]), frame its records into one buffer, write
-//! it with one device call (plus an fdatasync linked after it when the batch needs durability),
-//! publish the watermarks, repeat. After the first failure it writes nothing more: the batch
-//! that failed and every later one are dropped, their waiters get `Poisoned`.
+//! Per batch: frame its records into one buffer, write it with one device call (plus an
+//! fdatasync linked after it when the batch needs durability) and report the watermarks. After
+//! the first failure `commit` calls it no more: the batch that failed and every later one are
+//! dropped, their waiters get `Poisoned`.
 //!
 //! Segment roll: before a record that would push the current segment past `segment_size` (unless
 //! the segment is still empty: an oversized record goes alone into a fresh segment), and at a
@@ -22,14 +23,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::commit::{Batch, Item, Shared};
+use super::commit::{Batch, BatchWriter, Item, Published};
 use super::device::WalDevice;
 use super::reader::segment_file_name;
 use super::record::{encode_seal, encode_wal, wal_framed_len};
 use super::StatsInner;
-use crate::error::{Error, Poison, PoisonCause, Result};
+use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem, SharedFs};
-use crate::sync_shim;
 
 /// The segment being appended to.
 #[derive(Debug)]
@@ -84,7 +84,6 @@ pub(crate) struct Writer {
     pub segment_size: u64,
     pub device: Box<dyn WalDevice>,
     pub seg: Segment,
-    pub shared: sync_shim::Arc<Shared>,
     pub stats: Arc<StatsInner>,
     pub buf: Vec<u8>,
     /// Seq of the last record whose bytes reached the device.
@@ -93,39 +92,18 @@ pub(crate) struct Writer {
     pub buf_last_seq: u64,
 }
 
-/// Poisons the WAL if the writer thread unwinds, so no caller waits forever on a dead thread.
-struct ExitGuard(sync_shim::Arc<Shared>);
+impl BatchWriter for Writer {
+    fn write_batch(&mut self, batch: Batch) -> Result<Published> {
+        self.process(batch)
+    }
 
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.poison(Poison::new(
-                PoisonCause::Other,
-                "the WAL writer thread panicked",
-            ));
-        }
+    fn finish(&mut self) {
+        // Closing: everything was written and synced by the last batch.
+        self.seal();
     }
 }
 
 impl Writer {
-    pub(crate) fn run(mut self) {
-        let _guard = ExitGuard(self.shared.clone());
-        while let Some(batch) = self.shared.next_batch() {
-            if self.shared.poison_reason().is_some() {
-                continue;
-            }
-            let upto = batch.upto;
-            if let Err(e) = self.process(batch) {
-                tracing::error!(error = %e, "WAL write failed; the WAL is poisoned");
-                self.shared.fail(upto, &e);
-            }
-        }
-        // Closing: everything was written and synced by the last batch.
-        if self.shared.poison_reason().is_none() {
-            self.seal();
-        }
-    }
-
     /// Attest the segment's final fdatasync with a synced SEAL, unless a record already does.
     /// Not needed for durability (the data is synced), so a failure only warns: what fails is
     /// a write past the synced data, which stays as it is.
@@ -154,7 +132,7 @@ impl Writer {
         self.buf.clear();
     }
 
-    fn process(&mut self, batch: Batch) -> Result<()> {
+    fn process(&mut self, batch: Batch) -> Result<Published> {
         let mut rolls = Vec::new();
         let mut synced_by_roll = None;
         let (mut records, mut bytes) = (0u64, 0u64);
@@ -198,8 +176,11 @@ impl Writer {
         } else {
             synced_by_roll
         };
-        self.shared.publish(batch.upto, synced, rolls);
-        Ok(())
+        Ok(Published {
+            written: batch.upto,
+            synced,
+            rolls,
+        })
     }
 
     /// Write `buf` to the current segment; with `sync`, also make the segment durable (skipped
