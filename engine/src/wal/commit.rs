@@ -412,16 +412,6 @@ impl<W: BatchWriter> Shared<W> {
         }
     }
 
-    /// Record the first failure; every waiter not yet covered fails from now on.
-    pub(crate) fn poison(&self, why: Poison) {
-        let mut s = lock(&self.state);
-        if s.poison.is_none() {
-            s.poison = Some(why);
-        }
-        drop(s);
-        self.done.notify_all();
-    }
-
     /// Why the WAL is poisoned, if it is.
     pub(crate) fn poison_reason(&self) -> Option<Poison> {
         lock(&self.state).poison.clone()
