@@ -6,6 +6,8 @@
 //! family `cf`, qualifier `q`, 100-byte values.
 #![forbid(unsafe_code)]
 
+pub mod compare;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -25,7 +25,7 @@ mod run;
 
 use std::path::PathBuf;
 
-pub use report::BenchResult;
+pub use report::{peak_rss, BenchResult};
 
 use crate::{Result, ToolError};
 

@@ -1,0 +1,387 @@
+//! The engines of the side-by-side comparison behind one small trait, each configured alike:
+//! WAL on (written to the OS per write, no fsync) for the throughput runs, an fsync per write
+//! for the synced runs, a bloom filter of 10 bits per key, LZ4, a block cache and a write
+//! buffer of the same sizes. Peers are compiled only with the `peers` feature.
+//!
+//! The one asymmetry the engines force: fjall buffers its journal in the process by default,
+//! so its adapter calls `persist(Buffer)` after each write to reach the OS as the others do.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Settings every engine gets.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Block cache bytes.
+    pub cache_bytes: usize,
+    /// Write buffer (memtable / memstore) bytes.
+    pub write_buffer_bytes: usize,
+    /// Data block size of Cellar's family (peers keep their own defaults, 4 KiB).
+    pub cellar_block_size: u32,
+}
+
+/// What the workloads need of an engine.
+pub trait Engine: Send + Sync {
+    /// Write one key; `sync`: durable on return (fsync), else in the OS.
+    fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()>;
+    /// Whether `key` is present.
+    fn get(&self, key: &[u8]) -> Result<bool>;
+    /// Position at the first key ≥ `key` and read up to `n` entries; how many were read.
+    fn seek(&self, key: &[u8], n: usize) -> Result<usize>;
+    /// Read every entry in order; how many.
+    fn scan_all(&self) -> Result<u64>;
+    /// Load entries untimed, for an engine measured on reads only.
+    fn load(&self, items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<()> {
+        for (k, v) in items {
+            self.put(&k, &v, false)?;
+        }
+        Ok(())
+    }
+    /// Flush write buffers and wait for background compaction to go quiet (untimed).
+    fn settle(&self) -> Result<()>;
+    /// Whether the engine's timed write figures are measured (the B-tree is loaded in large
+    /// transactions instead: its per-write commit is another workload).
+    fn timed_writes(&self) -> bool {
+        true
+    }
+}
+
+/// Every engine name the tool knows, in report order.
+pub const ALL: [&str; 4] = ["cellar", "rocksdb", "fjall", "redb"];
+
+/// The engines built into this binary.
+pub fn available() -> Vec<&'static str> {
+    if cfg!(feature = "peers") {
+        ALL.to_vec()
+    } else {
+        vec!["cellar"]
+    }
+}
+
+/// Open engine `name` on an empty directory `dir`.
+pub fn open(name: &str, dir: &Path, cfg: &Config) -> Result<Box<dyn Engine>> {
+    match name {
+        "cellar" => Ok(Box::new(CellarEngine::open(dir, cfg)?)),
+        #[cfg(feature = "peers")]
+        "rocksdb" => Ok(Box::new(peers::Rocks::open(dir, cfg)?)),
+        #[cfg(feature = "peers")]
+        "fjall" => Ok(Box::new(peers::Fjall::open(dir, cfg)?)),
+        #[cfg(feature = "peers")]
+        "redb" => Ok(Box::new(peers::Redb::open(dir, cfg)?)),
+        other => anyhow::bail!(
+            "engine {other:?} is not built in (available: {}; peers need --features peers)",
+            available().join(", ")
+        ),
+    }
+}
+
+const TABLE: &str = "bench";
+const FAMILY: &str = "f";
+
+/// Cellar: one table, one family keeping one version, the value under the empty qualifier.
+struct CellarEngine {
+    db: cellar::Db,
+    table: cellar::Table,
+}
+
+impl CellarEngine {
+    fn open(dir: &Path, cfg: &Config) -> Result<Self> {
+        let mut opts = cellar::Options::default().write_buffer_size(cfg.write_buffer_bytes);
+        opts.block_cache_bytes = cfg.cache_bytes;
+        let db = cellar::Db::open(dir, opts).context("opening Cellar")?;
+        db.create_table(
+            cellar::TableDescriptor::new(TABLE).family(
+                cellar::FamilyDescriptor::new(FAMILY)
+                    .max_versions(1)
+                    .bloom(cellar::format::bloom::BloomType::Row)
+                    .compression(cellar::format::CompressionType::Lz4)
+                    .block_size(cfg.cellar_block_size),
+            ),
+        )?;
+        let table = db.table(TABLE)?;
+        Ok(CellarEngine { db, table })
+    }
+}
+
+impl Engine for CellarEngine {
+    fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+        let d = if sync {
+            cellar::Durability::FsyncWal
+        } else {
+            cellar::Durability::SyncWal
+        };
+        self.table.put_with(
+            cellar::Put::new(key).add(FAMILY, "", value),
+            cellar::WriteOptions::durability(d),
+        )?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.table.get(&cellar::Get::new(key))?.is_some())
+    }
+
+    fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
+        let mut read = 0;
+        for row in self
+            .table
+            .scan(cellar::Scan::new().start_row(key).limit(n))?
+        {
+            row?;
+            read += 1;
+        }
+        Ok(read)
+    }
+
+    fn scan_all(&self) -> Result<u64> {
+        let mut read = 0;
+        for row in self.table.scan(cellar::Scan::new())? {
+            row?;
+            read += 1;
+        }
+        Ok(read)
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.db.flush()?;
+        self.db.wait_for_compactions()?;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "peers")]
+mod peers {
+    use super::*;
+    use redb::{ReadableDatabase, ReadableTable};
+    use std::time::Duration;
+
+    /// RocksDB through the `rocksdb` crate: leveled compaction with dynamic level bytes, as
+    /// Cellar's.
+    pub struct Rocks {
+        db: rocksdb::DB,
+        // Kept alive as long as the options that point at it.
+        _cache: rocksdb::Cache,
+    }
+
+    impl Rocks {
+        pub fn open(dir: &Path, cfg: &Config) -> Result<Self> {
+            let cache = rocksdb::Cache::new_lru_cache(cfg.cache_bytes)?;
+            let mut table = rocksdb::BlockBasedOptions::default();
+            table.set_bloom_filter(10.0, false);
+            table.set_block_cache(&cache);
+            let mut o = rocksdb::Options::default();
+            o.create_if_missing(true);
+            o.set_write_buffer_size(cfg.write_buffer_bytes);
+            o.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            o.set_level_compaction_dynamic_level_bytes(true);
+            o.set_block_based_table_factory(&table);
+            let db = rocksdb::DB::open(&o, dir).context("opening RocksDB")?;
+            Ok(Rocks { db, _cache: cache })
+        }
+    }
+
+    impl Engine for Rocks {
+        fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+            let mut w = rocksdb::WriteOptions::default();
+            w.set_sync(sync);
+            Ok(self.db.put_opt(key, value, &w)?)
+        }
+
+        fn get(&self, key: &[u8]) -> Result<bool> {
+            Ok(self.db.get_pinned(key)?.is_some())
+        }
+
+        fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
+            let mut it = self.db.raw_iterator();
+            it.seek(key);
+            let mut read = 0;
+            while it.valid() && read < n {
+                std::hint::black_box(it.value());
+                read += 1;
+                it.next();
+            }
+            it.status()?;
+            Ok(read)
+        }
+
+        fn scan_all(&self) -> Result<u64> {
+            let mut it = self.db.raw_iterator();
+            it.seek_to_first();
+            let mut read = 0;
+            while it.valid() {
+                std::hint::black_box(it.value());
+                read += 1;
+                it.next();
+            }
+            it.status()?;
+            Ok(read)
+        }
+
+        fn settle(&self) -> Result<()> {
+            self.db.flush()?;
+            loop {
+                let pending = self
+                    .db
+                    .property_int_value("rocksdb.compaction-pending")?
+                    .unwrap_or(0);
+                let running = self
+                    .db
+                    .property_int_value("rocksdb.num-running-compactions")?
+                    .unwrap_or(0);
+                if pending == 0 && running == 0 {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// fjall 3: one keyspace, default (LZ4, bloom) table settings.
+    pub struct Fjall {
+        db: fjall::Database,
+        ks: fjall::Keyspace,
+    }
+
+    impl Fjall {
+        pub fn open(dir: &Path, cfg: &Config) -> Result<Self> {
+            let db = fjall::Database::builder(dir)
+                .cache_size(cfg.cache_bytes as u64)
+                .open()
+                .context("opening fjall")?;
+            let wb = cfg.write_buffer_bytes as u64;
+            let ks = db.keyspace("bench", move || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(wb)
+            })?;
+            Ok(Fjall { db, ks })
+        }
+    }
+
+    impl Engine for Fjall {
+        fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+            self.ks.insert(key, value)?;
+            let mode = if sync {
+                fjall::PersistMode::SyncData
+            } else {
+                fjall::PersistMode::Buffer
+            };
+            Ok(self.db.persist(mode)?)
+        }
+
+        fn get(&self, key: &[u8]) -> Result<bool> {
+            Ok(self.ks.get(key)?.is_some())
+        }
+
+        fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
+            let mut read = 0;
+            for kv in self.ks.range(key..).take(n) {
+                std::hint::black_box(kv.into_inner()?);
+                read += 1;
+            }
+            Ok(read)
+        }
+
+        fn scan_all(&self) -> Result<u64> {
+            let mut read = 0;
+            for kv in self.ks.iter() {
+                std::hint::black_box(kv.into_inner()?);
+                read += 1;
+            }
+            Ok(read)
+        }
+
+        fn settle(&self) -> Result<()> {
+            self.ks.rotate_memtable_and_wait()?;
+            while self.db.outstanding_flushes() > 0 || self.db.active_compactions() > 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        }
+    }
+
+    const REDB_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("bench");
+
+    /// redb, a copy-on-write B-tree: measured on reads after an untimed load.
+    pub struct Redb {
+        db: redb::Database,
+    }
+
+    impl Redb {
+        pub fn open(dir: &Path, cfg: &Config) -> Result<Self> {
+            std::fs::create_dir_all(dir)?;
+            let db = redb::Database::builder()
+                .set_cache_size(cfg.cache_bytes)
+                .create(dir.join("bench.redb"))
+                .context("opening redb")?;
+            let w = db.begin_write()?;
+            w.open_table(REDB_TABLE)?;
+            w.commit()?;
+            Ok(Redb { db })
+        }
+    }
+
+    impl Engine for Redb {
+        fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+            let mut w = self.db.begin_write()?;
+            if !sync {
+                w.set_durability(redb::Durability::None)?;
+            }
+            w.open_table(REDB_TABLE)?.insert(key, value)?;
+            w.commit()?;
+            Ok(())
+        }
+
+        fn load(&self, items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<()> {
+            let mut items = items.peekable();
+            while items.peek().is_some() {
+                let w = self.db.begin_write()?;
+                {
+                    let mut t = w.open_table(REDB_TABLE)?;
+                    for (k, v) in items.by_ref().take(100_000) {
+                        t.insert(k.as_slice(), v.as_slice())?;
+                    }
+                }
+                w.commit()?;
+            }
+            Ok(())
+        }
+
+        fn get(&self, key: &[u8]) -> Result<bool> {
+            let r = self.db.begin_read()?;
+            let t = r.open_table(REDB_TABLE)?;
+            Ok(t.get(key)?.is_some())
+        }
+
+        fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
+            let r = self.db.begin_read()?;
+            let t = r.open_table(REDB_TABLE)?;
+            let mut read = 0;
+            for kv in t.range(key..)?.take(n) {
+                let (_, v) = kv?;
+                std::hint::black_box(v.value());
+                read += 1;
+            }
+            Ok(read)
+        }
+
+        fn scan_all(&self) -> Result<u64> {
+            let r = self.db.begin_read()?;
+            let t = r.open_table(REDB_TABLE)?;
+            let mut read = 0;
+            for kv in t.iter()? {
+                let (_, v) = kv?;
+                std::hint::black_box(v.value());
+                read += 1;
+            }
+            Ok(read)
+        }
+
+        fn settle(&self) -> Result<()> {
+            Ok(())
+        }
+
+        fn timed_writes(&self) -> bool {
+            false
+        }
+    }
+}
