@@ -8,6 +8,12 @@
 
 use clap::{Parser, Subcommand};
 
+// Every engine of a comparison runs in this binary, so they share the allocator: glibc's spent
+// a quarter of a Cellar scan in malloc/free and consolidation, and db_bench is usually built
+// with jemalloc for the same reason.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cellar_benches::compare::{self, CompareArgs};
 
 #[derive(Debug, Parser)]
