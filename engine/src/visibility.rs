@@ -30,6 +30,9 @@ struct Inner {
     /// Applied batches above `visible + 1` (waiting for an earlier one).
     done: BTreeSet<SeqNo>,
     poisoned: Option<Poison>,
+    /// Threads blocked in `wait_visible`: `complete` skips the wake-up (a futex call per
+    /// write otherwise) when there are none.
+    waiters: usize,
 }
 
 /// Publishes the read point in sequence order.
@@ -48,6 +51,7 @@ impl Visibility {
                 visible,
                 done: BTreeSet::new(),
                 poisoned: None,
+                waiters: 0,
             }),
             cv: Condvar::new(),
             read_point: AtomicU64::new(visible),
@@ -65,20 +69,30 @@ impl Visibility {
         if seq <= g.visible {
             return;
         }
-        g.done.insert(seq);
-        let mut moved = false;
-        loop {
-            let next = g.visible + 1;
-            if !g.done.remove(&next) {
-                break;
+        let moved = if seq == g.visible + 1 && g.done.is_empty() {
+            // In order with nothing pending: the common case of a lone writer.
+            g.visible = seq;
+            true
+        } else {
+            g.done.insert(seq);
+            let mut moved = false;
+            loop {
+                let next = g.visible + 1;
+                if !g.done.remove(&next) {
+                    break;
+                }
+                g.visible = next;
+                moved = true;
             }
-            g.visible = next;
-            moved = true;
-        }
+            moved
+        };
         if moved {
             self.read_point.store(g.visible, Ordering::Release);
+            let wake = g.waiters > 0;
             drop(g);
-            self.cv.notify_all();
+            if wake {
+                self.cv.notify_all();
+            }
         }
     }
 
@@ -92,10 +106,12 @@ impl Visibility {
             if let Some(why) = &g.poisoned {
                 return Err(Error::Poisoned(why.clone()));
             }
+            g.waiters += 1;
             g = match self.cv.wait(g) {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
+            g.waiters -= 1;
         }
     }
 

@@ -255,7 +255,7 @@ pub fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
 
 /// The row of `key` if [`KeyRef::parse`] would accept the key (the same length checks).
 #[inline]
-fn row_if_well_formed(key: &[u8]) -> Option<&[u8]> {
+pub(crate) fn row_if_well_formed(key: &[u8]) -> Option<&[u8]> {
     let head_len = key.len().checked_sub(KEY_SUFFIX_LEN)?;
     if key.len() < MIN_KEY_LEN {
         return None;

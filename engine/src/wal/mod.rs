@@ -1,9 +1,9 @@
 //! The write-ahead log.
 //!
 //! **Files.** Segments `{n:020}.wal` in the WAL directory, `n` increasing from 1. A segment is
-//! created with `FileSystem::create` (never reused: O_EXCL), preallocated to
-//! [`WalOptions::segment_size`] and fdatasynced, then the directory is synced, all before any
-//! record in it can be acknowledged. [`Wal::open`] always starts a new segment numbered above
+//! created with `FileSystem::create` (never reused: O_EXCL), its first 1 MiB preallocated and
+//! fdatasynced, then the directory is synced, all before any record in it can be acknowledged;
+//! later writes preallocate 1 MiB steps up to [`WalOptions::segment_size`]. [`Wal::open`] always starts a new segment numbered above
 //! every existing one; it first cuts a torn tail off the newest existing segment (exactly the
 //! bytes `TolerateTornTail` replay ignores), so that a torn write can only ever sit at the end of
 //! the newest segment, the one place replay accepts it.
@@ -486,6 +486,45 @@ mod tests {
             collect(d.path()),
             vec![(1, b"good".to_vec()), (2, b"next".to_vec())]
         );
+    }
+
+    /// Segments grow by preallocation steps instead of taking their whole size at creation,
+    /// and records that cross a step boundary (and the segment's end) replay whole.
+    #[test]
+    fn segments_are_preallocated_step_by_step() {
+        let d = tempfile::tempdir().unwrap();
+        let opts = WalOptions {
+            segment_size: 3 * writer::PREALLOC_STEP + 4096,
+            ..Default::default()
+        };
+        let w = open(d.path(), opts, 1);
+        let len = |n: u64| {
+            std::fs::metadata(d.path().join(segment_file_name(n)))
+                .unwrap()
+                .len()
+        };
+        w.append(b"small", Durability::SyncWal).unwrap();
+        assert_eq!(len(1), writer::PREALLOC_STEP);
+        // 100 KiB records: the 11th crosses the first step, later ones the segment's end.
+        let big = vec![7u8; 100 << 10];
+        for _ in 0..40 {
+            w.append(&big, Durability::SyncWal).unwrap();
+        }
+        w.close().unwrap();
+        let sizes: Vec<u64> = list_segments(&RealFs, d.path())
+            .unwrap()
+            .iter()
+            .map(|(n, _)| len(*n))
+            .collect();
+        assert!(sizes.len() >= 2, "{sizes:?}");
+        for s in &sizes {
+            // A segment ends within its size, plus the seal a clean close may append.
+            let seal = record::WAL_HEADER_LEN as u64;
+            assert!(*s <= 3 * writer::PREALLOC_STEP + 4096 + seal, "{sizes:?}");
+        }
+        let got = collect(d.path());
+        assert_eq!(got.len(), 41);
+        assert!(got[1..].iter().all(|(_, p)| p == &big));
     }
 
     #[test]

@@ -45,10 +45,18 @@ pub(crate) struct Segment {
     pub synced: u64,
     /// The highest `synced_upto` written into the segment so far.
     pub attested: u64,
+    /// Bytes preallocated so far (grows in [`PREALLOC_STEP`]s up to the segment size).
+    pub allocated: u64,
 }
 
-/// Create segment `number`, preallocate it and make its directory entry durable, so that no
-/// record in it is acknowledged while the file itself could vanish in a crash.
+/// Segments are preallocated this much at a time, not whole: an idle or lightly used database
+/// then holds at most this much of zeros instead of a whole 64 MiB segment (it was most of a
+/// small database's size on disk), while an fdatasync still updates the file's size at most
+/// once per step.
+pub(crate) const PREALLOC_STEP: u64 = 1 << 20;
+
+/// Create segment `number`, preallocate its first step and make its directory entry durable,
+/// so that no record in it is acknowledged while the file itself could vanish in a crash.
 pub(crate) fn create_segment(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -59,7 +67,8 @@ pub(crate) fn create_segment(
     let file = fs
         .create(&path)
         .map_err(|e| Error::io(&path, "creating WAL segment", e))?;
-    file.allocate(size)
+    let allocated = size.min(PREALLOC_STEP);
+    file.allocate(allocated)
         .map_err(|e| Error::io(&path, "preallocating WAL segment", e))?;
     // Persist the new size now so later fdatasyncs carry only data, not metadata.
     file.sync_data()
@@ -74,6 +83,7 @@ pub(crate) fn create_segment(
         dirty: false,
         synced: 0,
         attested: 0,
+        allocated,
     })
 }
 
@@ -190,6 +200,20 @@ impl Writer {
         let do_sync = sync && (has_data || self.seg.dirty);
         if !has_data && !do_sync {
             return Ok(());
+        }
+        let end = self.seg.offset + self.buf.len() as u64;
+        if end > self.seg.allocated {
+            // The next step (or as much as this write needs, for an oversized record); the
+            // fdatasync that follows, if any, makes the new size durable with the data.
+            let target = end
+                .div_ceil(PREALLOC_STEP)
+                .saturating_mul(PREALLOC_STEP)
+                .min(self.segment_size.max(end));
+            self.seg
+                .file
+                .allocate(target)
+                .map_err(|e| Error::io(&self.seg.path, "preallocating WAL segment", e))?;
+            self.seg.allocated = target;
         }
         let doing = if do_sync {
             "writing and syncing the WAL"

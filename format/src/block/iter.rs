@@ -387,7 +387,17 @@ impl BlockIter {
 }
 
 /// Compare a key already validated by `decode_at` with a target.
+#[inline]
 fn cmp_to(key: &[u8], target: &KeyRef<'_>) -> Ordering {
+    // A seek's comparisons are nearly all decided by the row: compare it in place and parse
+    // the whole key only on a tie (as `compare_keys` does; a key that does not parse takes
+    // the full path and sorts last, as before).
+    if let Some(row) = crate::cell::row_if_well_formed(key) {
+        let o = row.cmp(target.row);
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
     match KeyRef::parse(key) {
         Ok(k) => k.cmp(target),
         Err(_) => Ordering::Greater,
