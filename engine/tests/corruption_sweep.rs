@@ -31,13 +31,7 @@ fn sweep(per_class: Option<u64>) {
     for case in &cases {
         let outcome = pristine.trial(case);
         tallies.entry(case.class).or_default().add(&outcome);
-        let what = format!(
-            "{} offset {} bit {} ({})",
-            case.path.display(),
-            case.offset,
-            case.bit,
-            case.class
-        );
+        let what = case.to_string();
         match outcome {
             Outcome::DetectedOnOpen(e) | Outcome::DetectedOnRead(e) if !is_corruption(&e) => {
                 eprintln!("{what}: detected as a non-corruption error: {e}");

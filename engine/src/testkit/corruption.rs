@@ -235,6 +235,18 @@ pub fn is_corruption(e: &Error) -> bool {
     }
 }
 
+/// Reorder `v` so that every prefix is spread over the whole: position `i` goes by the bits
+/// of `i` reversed (0, ½, ¼, ¾, …).
+fn spread(v: &mut Vec<u64>) {
+    let mut keyed: Vec<(u64, u64)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| ((i as u64).reverse_bits(), x))
+        .collect();
+    keyed.sort_unstable();
+    *v = keyed.into_iter().map(|(_, x)| x).collect();
+}
+
 /// One bit flip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Case {
@@ -246,6 +258,19 @@ pub struct Case {
     pub offset: u64,
     /// The bit (0..8).
     pub bit: u8,
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} offset {} bit {} ({})",
+            self.path.display(),
+            self.offset,
+            self.bit,
+            self.class
+        )
+    }
 }
 
 /// What a damaged copy did.
@@ -357,7 +382,8 @@ impl Pristine {
 
     /// The cases of a sweep: per file and class, `per_class` offsets spread evenly over the
     /// class's bytes (`None`: every byte), one pseudo-random bit each, drawn from `seed`.
-    /// Ordered round-robin over the (file, class) groups, so any prefix covers every class.
+    /// Ordered round-robin over the (file, class) groups, each group's offsets in a
+    /// van der Corput order, so any prefix covers every class and spreads over its bytes.
     pub fn cases(&self, per_class: Option<u64>, seed: u64) -> Vec<Case> {
         let mut groups: Vec<Vec<Case>> = Vec::new();
         let mut state = seed;
@@ -368,12 +394,13 @@ impl Pristine {
             }
             for (class, all) in by_class {
                 let n = all.len();
-                let offsets: Vec<u64> = match per_class {
+                let mut offsets: Vec<u64> = match per_class {
                     Some(k) if (k as usize) < n => {
                         (0..k as usize).map(|i| all[i * n / k as usize]).collect()
                     }
                     _ => all,
                 };
+                spread(&mut offsets);
                 let group = offsets
                     .into_iter()
                     .map(|offset| {

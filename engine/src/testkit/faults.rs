@@ -19,6 +19,10 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
 use super::model::{create_table, open, Mix, Model, Step};
 use crate::fs::fault::OpRecord;
 use crate::fs::{CrashPolicy, Fault, FaultFs, OpKind, Rule, SimFs};
@@ -406,6 +410,9 @@ pub fn points_of(log: &[OpRecord]) -> BTreeMap<Point, u64> {
     out
 }
 
+/// Fault-free runs per workload whose fault points are counted.
+const COUNTING_RUNS: usize = 3;
+
 /// Steps a matrix run takes after the first failed call.
 const AFTER_ERROR: usize = 3;
 
@@ -428,25 +435,34 @@ pub struct Matrix {
     /// Every cell, with the number of operations at its point per workload.
     pub cells: BTreeMap<Cell, Vec<u64>>,
     /// Every run, ordered so that any prefix spreads over the cells: the first matching
-    /// operation of every cell of every workload, then the last, then the middle one, then the
-    /// rest in order.
+    /// operation of every cell of every workload (in a random order seeded by the first
+    /// workload's seed), then the last, then the middle one, then the rest in order.
     pub plan: Vec<PlannedRun>,
 }
 
 impl Matrix {
-    /// Count each workload's operations once (a fault-free run, itself checked) and plan.
+    /// Count each workload's operations (fault-free runs, themselves checked) and plan.
     pub fn new(workloads: Vec<Workload>) -> Result<Matrix, String> {
         let mut counts: Vec<BTreeMap<Point, u64>> = Vec::new();
         for w in &workloads {
-            let run = run_with_fault(w, None, usize::MAX)
-                .map_err(|e| format!("counting run of {:?}: {e}", w.name))?;
-            if let Some((step, e)) = run.first_error {
-                return Err(format!(
-                    "counting run of {:?}: {step:?} failed without a fault: {e}",
-                    w.name
-                ));
+            // Background flushes and compactions make some points (a compaction's opens and
+            // removes, a manifest roll-over) depend on timing: take the union of a few runs.
+            let mut c: BTreeMap<Point, u64> = BTreeMap::new();
+            for _ in 0..COUNTING_RUNS {
+                let run = run_with_fault(w, None, usize::MAX)
+                    .map_err(|e| format!("counting run of {:?}: {e}", w.name))?;
+                if let Some((step, e)) = run.first_error {
+                    return Err(format!(
+                        "counting run of {:?}: {step:?} failed without a fault: {e}",
+                        w.name
+                    ));
+                }
+                for (p, n) in points_of(&run.log) {
+                    let e = c.entry(p).or_insert(0);
+                    *e = (*e).max(n);
+                }
             }
-            counts.push(points_of(&run.log));
+            counts.push(c);
         }
         let mut cells: BTreeMap<Cell, Vec<u64>> = BTreeMap::new();
         for (wi, c) in counts.iter().enumerate() {
@@ -481,16 +497,22 @@ impl Matrix {
             }
         }
         let longest = orders.iter().map(|o| o.2.len()).max().unwrap_or(0);
+        // Each round in a seeded random order: a short prefix then covers cells of every
+        // point, not the first points in sort order.
+        let mut rng = StdRng::seed_from_u64(workloads.first().map_or(0, |w| w.seed));
         for i in 0..longest {
-            for (cell, wi, order) in &orders {
-                if let Some(&nth) = order.get(i) {
-                    plan.push(PlannedRun {
+            let mut round: Vec<PlannedRun> = orders
+                .iter()
+                .filter_map(|(cell, wi, order)| {
+                    order.get(i).map(|&nth| PlannedRun {
                         workload: *wi,
                         cell: *cell,
                         nth,
-                    });
-                }
-            }
+                    })
+                })
+                .collect();
+            round.shuffle(&mut rng);
+            plan.extend(round);
         }
         Ok(Matrix {
             workloads,
