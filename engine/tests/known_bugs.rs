@@ -198,6 +198,23 @@ fn bug01_leveldb_251_torn_wal_tail_never_yields_a_garbled_value() {
     }
 }
 
+/// A database on `fs` with table `t` whose rows `r0000`, `r0001`, … (values `len` bytes,
+/// durability `d`) fill WAL segments until the log has rolled twice. Returns the database, the
+/// rows and the number of the first segment.
+fn fill_two_segments(fs: &SimFs, d: Durability, len: usize) -> (Db, Vec<String>, u64) {
+    let db = open_quiet(fs.clone()).unwrap();
+    db.create_table(two_families("t")).unwrap();
+    let first = db.stats().wal.current_segment;
+    let mut rows = Vec::new();
+    while db.stats().wal.current_segment < first + 2 {
+        let r = format!("r{:04}", rows.len());
+        put(&db, "t", &r, len, d).unwrap();
+        rows.push(r);
+        assert!(rows.len() < 1000, "the WAL never rolled");
+    }
+    (db, rows, first)
+}
+
 /// Bug 2 — google/leveldb #193: the old log was never synced before a new one took over, so
 /// after a power loss a synced put in the new log survived while earlier puts in the old one
 /// were lost: a hole.
@@ -210,16 +227,7 @@ fn bug01_leveldb_251_torn_wal_tail_never_yields_a_garbled_value() {
 #[test]
 fn bug02_leveldb_193_old_wal_is_synced_before_a_new_one_takes_over() {
     let fs = SimFs::new();
-    let db = open_quiet(fs.clone()).unwrap();
-    db.create_table(two_families("t")).unwrap();
-    let first = db.stats().wal.current_segment;
-    let mut before = Vec::new();
-    while db.stats().wal.current_segment < first + 2 {
-        let r = format!("r{:04}", before.len());
-        put(&db, "t", &r, 1000, Durability::SyncWal).unwrap();
-        before.push(r);
-        assert!(before.len() < 1000, "the WAL never rolled");
-    }
+    let (db, before, _) = fill_two_segments(&fs, Durability::SyncWal, 1000);
     put(&db, "t", "z-fsynced", 100, FSYNC).unwrap();
     let mut crashes = vec![fs.crash(CrashPolicy::DropAll, 0)];
     crashes.extend((0..8).map(|s| fs.crash(CrashPolicy::KeepRandomPrefix, s)));
@@ -246,6 +254,41 @@ fn bug02_leveldb_193_old_wal_is_synced_before_a_new_one_takes_over() {
 struct Acked {
     tables: Vec<String>,
     rows: Vec<String>,
+}
+
+/// Run `workload` once without faults (returning its operation count and what it got
+/// acknowledged), then once per operation n with a crash just before the n-th: it and every
+/// later one fail, so the durable state is what it was before it. Then cut the power (drop
+/// everything unsynced; keep a random prefix of each file and a random subset of directory
+/// operations, twice; garble torn sectors) and `check` each recovery, which must open, against
+/// what that run got acknowledged.
+fn crash_before_every_operation<A: Default>(
+    workload: impl Fn(&FaultFs<SimFs>, &mut A),
+    check: impl Fn(&Db, &A, &str),
+) -> (u64, A) {
+    let ffs = FaultFs::new(SimFs::new());
+    let mut clean = A::default();
+    workload(&ffs, &mut clean);
+    let total = ffs.total();
+    for n in 1..=total {
+        let sim = SimFs::new();
+        let ffs = FaultFs::new(sim.clone());
+        ffs.add_rule(Rule::any_op(Fault::Eio).nth(n).persistent());
+        let mut acked = A::default();
+        workload(&ffs, &mut acked);
+        for (how, policy, seed) in [
+            ("drop-all", CrashPolicy::DropAll, n),
+            ("prefix", CrashPolicy::KeepRandomPrefix, n),
+            ("prefix", CrashPolicy::KeepRandomPrefix, n + 1000),
+            ("garble", CrashPolicy::Garble { sector: 512 }, n),
+        ] {
+            let what = format!("crash before operation {n} of {total} ({how})");
+            let db = open_quiet(sim.crash(policy, seed))
+                .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
+            check(&db, &acked, &what);
+        }
+    }
+    (total, clean)
 }
 
 /// Bug 3's workload: create a database, create tables until the manifest rolls over (tiny
@@ -291,52 +334,28 @@ fn create_and_switch(fs: &FaultFs<SimFs>, acked: &mut Acked) {
 /// and the kill points `current.*` and `manifest.roll.before_current` of `crash-harness`.
 #[test]
 fn bug03_leveldb_189_195_crash_at_any_step_of_create_and_manifest_switch() {
-    let total = {
-        let ffs = FaultFs::new(SimFs::new());
-        let mut acked = Acked::default();
-        create_and_switch(&ffs, &mut acked);
-        assert_eq!(
-            acked.rows.len(),
-            3,
-            "the workload must finish without faults"
-        );
-        ffs.total()
-    };
-    let mut crashes = 0;
-    for n in 1..=total {
-        let sim = SimFs::new();
-        let ffs = FaultFs::new(sim.clone());
-        ffs.add_rule(Rule::any_op(Fault::Eio).nth(n).persistent());
-        let mut acked = Acked::default();
-        create_and_switch(&ffs, &mut acked);
-        let images = [
-            ("drop-all", sim.crash(CrashPolicy::DropAll, n)),
-            ("prefix", sim.crash(CrashPolicy::KeepRandomPrefix, n)),
-            ("prefix", sim.crash(CrashPolicy::KeepRandomPrefix, n + 1000)),
-            ("garble", sim.crash(CrashPolicy::Garble { sector: 512 }, n)),
-        ];
-        for (how, crashed) in images {
-            crashes += 1;
-            let db = open_quiet(crashed).unwrap_or_else(|e| {
-                panic!("crash before operation {n} of {total} ({how}): open failed: {e}")
-            });
-            for t in &acked.tables {
-                assert!(
-                    db.table_exists(t).unwrap(),
-                    "crash before operation {n} ({how}): acknowledged table {t} is gone"
-                );
-            }
-            for r in &acked.rows {
-                let got = rows(&db, "t00").unwrap();
-                assert!(
-                    got.contains_key(r),
-                    "crash before operation {n} ({how}): acknowledged row {r} is gone"
-                );
-            }
+    let (total, clean) = crash_before_every_operation(create_and_switch, |db, acked, what| {
+        for t in &acked.tables {
+            assert!(
+                db.table_exists(t).unwrap(),
+                "{what}: acknowledged table {t} is gone"
+            );
         }
-    }
+        if acked.rows.is_empty() {
+            return;
+        }
+        let got = rows(db, "t00").unwrap_or_else(|e| panic!("{what}: read failed: {e}"));
+        for r in &acked.rows {
+            assert!(got.contains_key(r), "{what}: acknowledged row {r} is gone");
+        }
+    });
+    assert_eq!(
+        clean.rows.len(),
+        3,
+        "the workload must finish without faults"
+    );
     assert!(
-        crashes >= 2 * 40,
+        total >= 100,
         "only {total} operations: the workload is too small"
     );
 }
@@ -399,6 +418,15 @@ fn bug04_rocksdb_10573_current_rename_is_made_durable() {
     );
 }
 
+/// A database with table `t` on a `FaultFs` (no rule yet) over a `SimFs`.
+fn faulty_db() -> (SimFs, FaultFs<SimFs>, Db) {
+    let sim = SimFs::new();
+    let ffs = FaultFs::new(sim.clone());
+    let db = open_quiet(ffs.clone()).unwrap();
+    db.create_table(two_families("t")).unwrap();
+    (sim, ffs, db)
+}
+
 /// Bug 5 — facebook/rocksdb #6316 → PR #6331: with the disk full, appending a version edit to
 /// the manifest failed halfway, later edits were appended after the broken record, and the
 /// next open could not read the manifest.
@@ -410,10 +438,7 @@ fn bug04_rocksdb_10573_current_rename_is_made_durable() {
 /// `manifest_faults.rs` (`failed_write_poisons_and_reopen_sees_a_prefix`) and `disk_full.rs`.
 #[test]
 fn bug05_rocksdb_6316_enospc_mid_manifest_record_is_never_appended_to() {
-    let sim = SimFs::new();
-    let ffs = FaultFs::new(sim.clone());
-    let db = open_quiet(ffs.clone()).unwrap();
-    db.create_table(two_families("t")).unwrap();
+    let (sim, ffs, db) = faulty_db();
     put(&db, "t", "r1", 100, FSYNC).unwrap();
     let manifest = Path::new(DIR).join(current(&sim).trim_end());
     let len_before = sim.contents(&manifest).unwrap().len();
@@ -474,10 +499,7 @@ fn bug05_rocksdb_6316_enospc_mid_manifest_record_is_never_appended_to() {
 fn bug06_rocksdb_4990_failed_manifest_sync_that_persisted_keeps_its_files() {
     for compaction in [false, true] {
         let what = if compaction { "compaction" } else { "flush" };
-        let sim = SimFs::new();
-        let ffs = FaultFs::new(sim.clone());
-        let db = open_quiet(ffs.clone()).unwrap();
-        db.create_table(two_families("t")).unwrap();
+        let (sim, ffs, db) = faulty_db();
         let mut acked = Vec::new();
         for batch in 0..2 {
             for i in 0..20 {
@@ -566,14 +588,8 @@ fn segment_path(n: u64) -> PathBuf {
 #[test]
 fn bug07_rocksdb_7701_damage_in_an_older_wal_segment_is_not_a_torn_tail() {
     let fs = SimFs::new();
-    let db = open_quiet(fs.clone()).unwrap();
-    db.create_table(two_families("t")).unwrap();
-    let first = db.stats().wal.current_segment;
-    let mut n = 0;
-    while db.stats().wal.current_segment < first + 2 {
-        put(&db, "t", &format!("r{n:04}"), 1200, FSYNC).unwrap();
-        n += 1;
-    }
+    let (db, written, first) = fill_two_segments(&fs, FSYNC, 1200);
+    let mut n = written.len();
     for _ in 0..4 {
         put(&db, "t", &format!("r{n:04}"), 1200, FSYNC).unwrap();
         n += 1;
@@ -838,10 +854,7 @@ fn bug09_fjall_241_truncate_drop_alter_and_deleteall_stay_deleted() {
 /// `wal_durability.rs` (the WAL alone).
 #[test]
 fn bug10_hbase_26195_failed_wal_sync_poisons_and_is_maybe() {
-    let sim = SimFs::new();
-    let ffs = FaultFs::new(sim.clone());
-    let db = open_quiet(ffs.clone()).unwrap();
-    db.create_table(two_families("t")).unwrap();
+    let (sim, ffs, db) = faulty_db();
     for i in 0..5 {
         put(&db, "t", &format!("a{i}"), 100, FSYNC).unwrap();
     }
@@ -1066,37 +1079,17 @@ fn flush_and_compact(fs: &FaultFs<SimFs>, acked: &mut Vec<String>) {
 /// as bug 3, on the data path.
 #[test]
 fn hm_rocksdb_5287_crash_at_any_step_of_flush_and_compaction() {
-    let total = {
-        let ffs = FaultFs::new(SimFs::new());
-        let mut acked = Vec::new();
-        flush_and_compact(&ffs, &mut acked);
-        assert_eq!(acked.len(), 24, "the workload must finish without faults");
-        ffs.total()
-    };
-    for n in 1..=total {
-        let sim = SimFs::new();
-        let ffs = FaultFs::new(sim.clone());
-        ffs.add_rule(Rule::any_op(Fault::Eio).nth(n).persistent());
-        let mut acked = Vec::new();
-        flush_and_compact(&ffs, &mut acked);
-        let images = [
-            ("drop-all", sim.crash(CrashPolicy::DropAll, n)),
-            ("prefix", sim.crash(CrashPolicy::KeepRandomPrefix, n)),
-            ("garble", sim.crash(CrashPolicy::Garble { sector: 512 }, n)),
-        ];
-        for (how, crashed) in images {
-            let what = format!("crash before operation {n} of {total} ({how})");
-            let db = open_quiet(crashed).unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
-            if acked.is_empty() && !db.table_exists("t").unwrap() {
-                continue;
-            }
-            let got = rows(&db, "t").unwrap_or_else(|e| panic!("{what}: read failed: {e}"));
-            for r in &acked {
-                assert!(got.contains_key(r), "{what}: acknowledged row {r} lost");
-            }
-            for (r, cells) in &got {
-                assert!(whole(r, cells), "{what}: row {r} is torn");
-            }
+    let (_, clean) = crash_before_every_operation(flush_and_compact, |db, acked, what| {
+        if acked.is_empty() && !db.table_exists("t").unwrap() {
+            return;
         }
-    }
+        let got = rows(db, "t").unwrap_or_else(|e| panic!("{what}: read failed: {e}"));
+        for r in acked {
+            assert!(got.contains_key(r), "{what}: acknowledged row {r} lost");
+        }
+        for (r, cells) in &got {
+            assert!(whole(r, cells), "{what}: row {r} is torn");
+        }
+    });
+    assert_eq!(clean.len(), 24, "the workload must finish without faults");
 }
