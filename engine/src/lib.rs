@@ -72,6 +72,8 @@
 //! - [`read`]: merging and version resolution (SPEC.md §13).
 //! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
 //! - [`inspect`]: read-only views of a database directory (manifest, WAL) for operator tools.
+//! - `testkit` (feature `testkit`): the reliability suite's model and sweeps, for tests and
+//!   `cellar reliability-report`; not part of the API.
 
 pub mod batch;
 pub mod cache;
@@ -88,6 +90,8 @@ pub mod read;
 pub mod schema;
 mod sync_shim;
 pub mod tags;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod types;
 pub mod visibility;
 pub mod wal;

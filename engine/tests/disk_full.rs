@@ -19,7 +19,6 @@
 mod sim_common;
 
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
@@ -28,17 +27,10 @@ use sim_common::{create_table, Mix, Model, Step, DIR, TABLE};
 
 const WATCHDOG: Duration = Duration::from_secs(60);
 
-/// Run `f` on a thread; a hang becomes a test failure.
+/// Run `f` under `testkit`'s watchdog; a hang or a panic fails the test.
 fn watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(WATCHDOG) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {WATCHDOG:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
-    }
+    cellar::testkit::faults::watchdog(WATCHDOG, move || Ok(f()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 fn open_on(fs: impl FileSystem, big_buffer: bool) -> Db {

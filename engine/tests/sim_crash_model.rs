@@ -21,7 +21,8 @@
 //! refused with "a valid record follows" is no longer tolerated (it used to be counted as
 //! `known_bug` unless `SIM_STRICT=1`).
 //!
-//! Each policy of [`CrashPolicy`] gets its own test. `SIM_SEEDS=N` sets the seeds per policy
+//! The cycles themselves are `cellar::testkit::power` (shared with `cellar
+//! reliability-report`). Each policy of [`CrashPolicy`] gets its own test. `SIM_SEEDS=N` sets the seeds per policy
 //! (default 60; a failing seed is printed and runs alone with `SIM_SEED=s` — the workload and
 //! the crash replay exactly, the flush thread's timing does not, so a rare failure may need a
 //! few runs). The long run (`--ignored` alone would also run the failing `bug_*` tests):
@@ -35,43 +36,15 @@ mod sim_common;
 use std::time::Instant;
 
 use cellar::fs::{CrashPolicy, FileSystem, SimFs};
-use rand::Rng;
-use sim_common::{create_table, open, seeds, Mix, Model, Tally};
+use cellar::testkit::power::power_loss_cycles;
+use sim_common::{create_table, open, seeds, Tally};
 
 const CYCLES: usize = 3;
 
-/// One seed: `CYCLES` power losses. `Err` names the cycle and the violated invariant.
+/// One seed: `CYCLES` power losses (`cellar::testkit::power`). `Err` names the cycle and the
+/// violated invariant.
 fn run_seed(seed: u64, policy: CrashPolicy, tally: &mut Tally) -> Result<(), String> {
-    let mut fs = SimFs::new();
-    let mut db = open(fs.clone()).map_err(|e| format!("first open: {e}"))?;
-    create_table(&db).map_err(|e| format!("create table: {e}"))?;
-    let mut model = Model::new(seed, Mix::All);
-    for cycle in 0..CYCLES {
-        let steps = model.rng.random_range(5..150);
-        for _ in 0..steps {
-            let step = model.next_step();
-            model
-                .run(&db, step.clone())
-                .map_err(|e| format!("cycle {cycle}: {step:?} failed without a fault: {e}"))?;
-        }
-        // The power goes while the engine's threads may still be flushing or writing; they
-        // carry on against the old file system, which is then dropped.
-        let crashed = fs.crash(policy, seed.wrapping_mul(1_000_003) ^ cycle as u64);
-        drop(db);
-        fs = crashed;
-        db = match open(fs.clone()) {
-            Ok(db) => db,
-            Err(e) => return Err(format!("cycle {cycle}: reopen failed: {e}")),
-        };
-        model.check(&db, true).map_err(|e| {
-            format!(
-                "cycle {cycle}: {e}\nrecovery: {:?}\nfiles after the crash: {:?}",
-                db.stats().recovery,
-                fs.files()
-            )
-        })?;
-    }
-    *tally += model.tally;
+    *tally += power_loss_cycles(seed, policy, CYCLES)?;
     Ok(())
 }
 

@@ -13,6 +13,9 @@
 //!   survive (`SyncWal` and `FsyncWal` acknowledgements, resp. `FsyncWal` ones and flushed
 //!   writes) as a prefix of the write log with whole rows.
 //!
+//! The workload, the faulty run and its checks are `cellar::testkit::faults` (shared with
+//! `cellar reliability-report`).
+//!
 //! The sweep runs a fixed workload once to count file operations, then for each fault kind
 //! fails the n-th operation (a bounded sample of n; `SIM_SWEEP_ALL=1` takes every n) and checks
 //! the same properties, with "poisoned" required only once a *write* call failed. Fault kinds:
@@ -21,150 +24,20 @@
 
 mod sim_common;
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cellar::fs::{CrashPolicy, Fault, FaultFs, OpKind, Rule, SimFs};
-use cellar::{Db, Error};
-use sim_common::{create_table, open, Mix, Model, Step};
+use cellar::fs::{Fault, OpKind, Rule};
+use cellar::testkit::faults::{run_with_fault, watchdog, Matrix, Workload};
 
 /// How long one scenario may take before it is declared hung.
 const WATCHDOG: Duration = Duration::from_secs(60);
 
-/// Run `f` on a thread; a hang becomes a test failure instead of a stuck CI job.
-fn watchdog<T: Send + 'static>(
+/// Run `f` under the watchdog; a violation, a hang or a panic fails the test.
+fn guarded<T: Send + 'static>(
     what: String,
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(WATCHDOG) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => panic!("{what}: {e}"),
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {WATCHDOG:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
-    }
-}
-
-/// What a scenario saw.
-#[derive(Debug)]
-struct Outcome {
-    /// The first failed call and its error.
-    first_error: Option<(Step, String)>,
-}
-
-/// After the workload: poisoned if a write failed, reads see every acknowledged write, and
-/// both healed file systems reopen to a state that keeps every write that had to survive.
-fn verify_after_fault(
-    sim: &SimFs,
-    db: Db,
-    model: &mut Model,
-    write_failed: bool,
-    seed: u64,
-) -> Result<(), String> {
-    if write_failed {
-        let probe = model.next_step();
-        if let Step::Write(op, d) = probe {
-            match op.send(&db, d) {
-                Err(Error::Poisoned(_)) => {}
-                other => {
-                    return Err(format!(
-                        "a write after a failed write returned {other:?}, not Poisoned \
-                         (rule 8)"
-                    ))
-                }
-            }
-        }
-        if db.poisoned().is_none() {
-            return Err("Db::poisoned() is None after a failed write".into());
-        }
-    }
-    let acked = model.acked();
-    model
-        .check_need(&db, acked, false)
-        .map_err(|e| format!("live reads after the fault: {e}"))?;
-    let crashed = sim.crash(CrashPolicy::DropAll, seed);
-    drop(db);
-    for (fs, power_loss) in [(sim.clone(), false), (crashed, true)] {
-        let db = open(fs.clone())
-            .map_err(|e| format!("reopen (power_loss={power_loss}) failed: {e}"))?;
-        let need = model.required(power_loss);
-        model
-            .check_need(&db, need, false)
-            .map_err(|e| format!("after reopen (power_loss={power_loss}): {e}"))?;
-        // The reopened database must take writes again.
-        if let Step::Write(op, d) = model.next_step() {
-            op.send(&db, d)
-                .map_err(|e| format!("write after reopen (power_loss={power_loss}): {e}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// One workload: `warmup` steps without faults, then `rule`, then up to `steps` more, stopping
-/// at the first failure if `stop_at_error`.
-fn run_with_fault(
-    seed: u64,
-    warmup: usize,
-    steps: usize,
-    rule: Option<Rule>,
-    stop_at_error: bool,
-) -> Result<(Outcome, u64), String> {
-    let sim = SimFs::new();
-    let ffs = FaultFs::new(sim.clone());
-    let db = open(ffs.clone()).map_err(|e| format!("open: {e}"))?;
-    create_table(&db).map_err(|e| format!("create table: {e}"))?;
-    let mut model = Model::new(seed, Mix::Logged);
-    model.flush_percent = 8;
-    for _ in 0..warmup {
-        let step = model.next_step();
-        model
-            .run(&db, step.clone())
-            .map_err(|e| format!("warm-up {step:?} failed: {e}"))?;
-    }
-    ffs.reset_counts();
-    let persistent = rule.as_ref().is_some_and(|r| r.persistent);
-    if let Some(r) = rule {
-        ffs.add_rule(r);
-    }
-    let mut first_error = None;
-    let mut write_failed = false;
-    for _ in 0..steps {
-        let step = model.next_step();
-        match model.run(&db, step.clone()) {
-            Ok(()) => {
-                if write_failed {
-                    return Err(format!(
-                        "{step:?} succeeded after an earlier write failed (rule 8)"
-                    ));
-                }
-            }
-            Err(e) => {
-                // A flush that failed for lack of space is retried by the engine, which stays
-                // writable (RELIABILITY.md §2.8); every other failure poisons it.
-                let retried_flush =
-                    matches!(step, Step::Flush) && matches!(e, Error::NoSpace { .. });
-                write_failed |= !retried_flush;
-                if first_error.is_none() {
-                    first_error = Some((step, e.to_string()));
-                }
-                if stop_at_error {
-                    break;
-                }
-            }
-        }
-    }
-    let ops = ffs.total();
-    // A one-shot fault not reached by the workload would otherwise hit the reads below: a
-    // failed read is allowed, but it is not what this test checks. A persistent fault stays
-    // (reads must work on a full disk).
-    if !persistent {
-        ffs.clear_rules();
-    }
-    verify_after_fault(&sim, db, &mut model, write_failed, seed)?;
-    Ok((Outcome { first_error }, ops))
+    watchdog(WATCHDOG, f).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// A targeted scenario: the fault must surface as an error within the run.
@@ -172,8 +45,8 @@ fn targeted(name: &str, rule: Rule) {
     for seed in 0..4u64 {
         let r = rule.clone();
         let what = format!("{name} (seed {seed})");
-        let (out, _) = watchdog(what.clone(), move || {
-            run_with_fault(seed, 20, 400, Some(r), true)
+        let out = guarded(what.clone(), move || {
+            run_with_fault(&Workload::logged(seed, 20, 400), Some(r), 0)
         });
         let Some((step, e)) = out.first_error else {
             panic!("{what}: the fault was never reached");
@@ -254,6 +127,34 @@ fn failing_current_rename() {
     );
 }
 
+/// Regression (found by the fault matrix): a flush whose WAL roll failed (EIO creating the new
+/// segment) poisoned the WAL but not the database, which went on accepting `SkipWal` writes
+/// into memstores that no flush could write out any more.
+#[test]
+fn failed_wal_roll_in_a_flush_poisons_the_database() {
+    guarded("wal roll".into(), || {
+        let sim = cellar::fs::SimFs::new();
+        let ffs = cellar::fs::FaultFs::new(sim);
+        let db = sim_common::open(ffs.clone()).map_err(|e| e.to_string())?;
+        sim_common::create_table(&db).map_err(|e| e.to_string())?;
+        ffs.add_rule(Rule::on(OpKind::Create, Fault::Eio).path("/wal/"));
+        let put = |d| {
+            db.table(sim_common::TABLE)?.put_with(
+                cellar::Put::new("r").add("a", "q", "v"),
+                cellar::WriteOptions::durability(d),
+            )
+        };
+        put(cellar::Durability::SyncWal).map_err(|e| e.to_string())?;
+        if db.flush().is_ok() {
+            return Err("the flush succeeded without a new WAL segment".into());
+        }
+        match put(cellar::Durability::SkipWal) {
+            Err(cellar::Error::Poisoned(_)) => Ok(()),
+            other => Err(format!("a SkipWal write after the failed roll: {other:?}")),
+        }
+    });
+}
+
 /// Count the operations of a fixed workload, then fail each n-th one (a sample) with each
 /// fault kind.
 #[test]
@@ -261,9 +162,10 @@ fn sweep_fail_nth_operation() {
     const SEED: u64 = 7;
     const WARMUP: usize = 10;
     const STEPS: usize = 60;
-    let (_, total) = watchdog("counting run".into(), || {
-        run_with_fault(SEED, WARMUP, STEPS, None, false)
-    });
+    let total = guarded("counting run".into(), || {
+        run_with_fault(&Workload::logged(SEED, WARMUP, STEPS), None, usize::MAX)
+    })
+    .ops;
     let all = std::env::var_os("SIM_SWEEP_ALL").is_some();
     let ns: Vec<u64> = (1..=total + 5)
         .filter(|n| all || *n <= 40 || n % 7 == 0)
@@ -286,8 +188,12 @@ fn sweep_fail_nth_operation() {
                 // A full disk still opens existing files, so reads keep working.
                 rule = rule.persistent().except(OpKind::Open);
             }
-            let (out, _) = watchdog(what, move || {
-                run_with_fault(SEED, WARMUP, STEPS, Some(rule), false)
+            let out = guarded(what, move || {
+                run_with_fault(
+                    &Workload::logged(SEED, WARMUP, STEPS),
+                    Some(rule),
+                    usize::MAX,
+                )
             });
             runs += 1;
             surfaced += usize::from(out.first_error.is_some());
@@ -298,4 +204,34 @@ fn sweep_fail_nth_operation() {
         start.elapsed()
     );
     assert!(surfaced > 0, "no injected fault ever surfaced");
+}
+
+/// The fault matrix of `cellar reliability-report` (`testkit::faults::Matrix`): every cell
+/// (fault point × fault × transient/persistent) the workload reaches, its first matching
+/// operation failed once. No run may violate an invariant, and the cells must really be hit.
+#[test]
+fn matrix_first_operation_of_every_cell() {
+    let m = Matrix::new(vec![Workload::all_levels_flush_heavy(11, 10, 50)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first: Vec<_> = m.plan.iter().filter(|p| p.nth == 1).copied().collect();
+    assert_eq!(first.len(), m.cells.len(), "one first run per cell");
+    let start = Instant::now();
+    let mut covered = 0;
+    for p in &first {
+        let run = m
+            .run(p, WATCHDOG)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.cell.name()));
+        covered += usize::from(run.injected());
+    }
+    eprintln!(
+        "matrix: {} cells, {covered} covered by their first run, in {:.1?}",
+        m.cells.len(),
+        start.elapsed()
+    );
+    // Operation counts vary a little with the flush thread's timing; most cells must be hit.
+    assert!(
+        covered * 10 >= m.cells.len() * 9,
+        "only {covered} of {} cells were hit",
+        m.cells.len()
+    );
 }

@@ -75,6 +75,35 @@ pub struct HarnessArgs {
     /// How long a child runs before it stops by itself (a named point not reached by then).
     #[arg(long, default_value_t = 4)]
     pub child_secs: u64,
+    /// Start no new cycle after this many seconds (the running one finishes); default: run
+    /// every planned cycle.
+    #[arg(long)]
+    pub max_secs: Option<f64>,
+}
+
+/// The arguments of the child process (the hidden `child` subcommand of `crash-harness` and
+/// of `cellar`, which the harness runs as `EXE child --dir D --seed S --cycle C --secs T`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChildArgs {
+    /// Database directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The harness's seed.
+    #[arg(long)]
+    pub seed: u64,
+    /// The cycle number (keys written are unique per cycle).
+    #[arg(long)]
+    pub cycle: u64,
+    /// Seconds to run before stopping.
+    #[arg(long)]
+    pub secs: u64,
+}
+
+impl ChildArgs {
+    /// Run the child workload; returns the process exit code.
+    pub fn run(&self) -> i32 {
+        child_main(&self.dir, self.seed, self.cycle, self.secs)
+    }
 }
 
 /// What the harness found.
@@ -391,7 +420,8 @@ struct Harness {
 }
 
 /// Run the harness with `exe` as the child binary (it must accept
-/// `child --dir D --seed S --cycle C --secs T`).
+/// `child --dir D --seed S --cycle C --secs T`, see [`ChildArgs`]). Named-point and random
+/// kills alternate, so a run cut short by `max_secs` has both.
 pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
     let started = Instant::now();
     let tmp;
@@ -410,13 +440,13 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         expect: HashMap::new(),
         report: HarnessReport::default(),
     };
-    let mut plan = Vec::new();
+    let mut points = Vec::new();
     if args.point_rounds > 0 && cellar::kill::ENABLED {
         for _ in 0..args.point_rounds {
             for p in cellar::kill::POINTS {
                 // Hot points are hit many times a second: a later hit lands in a fuller state.
                 let max_n = if p.starts_with("wal.") { 40 } else { 3 };
-                plan.push(Kill::Point(p, h.rng.range(1, max_n)));
+                points.push(Kill::Point(p, h.rng.range(1, max_n)));
             }
         }
     } else if args.point_rounds > 0 {
@@ -424,11 +454,28 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
             "named kill points asked for, but this build lacks the kill-points feature".into(),
         );
     }
+    let mut randoms = Vec::new();
     for _ in 0..args.random_kills {
         let ms = h.rng.range(args.min_ms, args.max_ms.max(args.min_ms));
-        plan.push(Kill::Random(Duration::from_millis(ms)));
+        randoms.push(Kill::Random(Duration::from_millis(ms)));
+    }
+    let mut plan = Vec::new();
+    let (mut points, mut randoms) = (points.into_iter(), randoms.into_iter());
+    loop {
+        let (p, r) = (points.next(), randoms.next());
+        if p.is_none() && r.is_none() {
+            break;
+        }
+        plan.extend(p);
+        plan.extend(r);
     }
     for (cycle, kill) in plan.into_iter().enumerate() {
+        if args
+            .max_secs
+            .is_some_and(|m| started.elapsed().as_secs_f64() >= m)
+        {
+            break;
+        }
         h.cycle(cycle as u64, kill)?;
         if h.report.violations.len() > 50 {
             break;

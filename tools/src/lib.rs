@@ -13,6 +13,7 @@ pub mod dump;
 pub mod emit;
 pub mod mmap;
 pub mod progress;
+pub mod reliability;
 pub mod shell;
 pub mod text;
 pub mod verify;

@@ -22,6 +22,7 @@ fn every_kill_point_once_and_ten_random_kills() {
         min_ms: 50,
         max_ms: 800,
         child_secs: 4,
+        max_secs: None,
     };
     let report = run(&args, Path::new(env!("CARGO_BIN_EXE_crash-harness"))).unwrap();
     report.print(&mut std::io::stderr()).unwrap();

@@ -65,7 +65,19 @@ impl DbInner {
         if !any || (!force && active < self.opts.write_buffer_size) {
             return Ok(false);
         }
-        let boundary = self.wal.roll()?;
+        let boundary = match self.wal.roll() {
+            Ok(b) => b,
+            Err(e) => {
+                // The WAL is poisoned now; so is the database, as after a failed append.
+                // Otherwise a `flush` that failed here left it accepting `SkipWal` writes
+                // (they never reach the WAL) into memstores no flush could ever write out
+                // (found by the fault matrix of `testkit::faults`, EIO creating a segment).
+                if let Some(p) = self.wal.poison() {
+                    self.poison(p);
+                }
+                return Err(e);
+            }
+        };
         crate::kill_point!("switch.after_wal_roll");
         // Every unlogged write is in the generation frozen now, which the flush thread drains.
         self.unlogged.store(false, Ordering::Release);

@@ -70,7 +70,7 @@ impl OpKind {
 }
 
 /// What an operation hit by a rule does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Fault {
     /// Fail with EIO; nothing is done.
     Eio,

@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Installed by write-to-temp-then-rename so a reader sees either the old or the new content,
-//! never a mix: create `CURRENT.tmp` (after removing a stale one), write, fdatasync, rename over
-//! `CURRENT`, then sync the directory so the rename itself survives a power loss (RocksDB
+//! never a mix: create `CURRENT.tmp` (after removing a stale one), write, fdatasync, sync the
+//! directory (so the new manifest's entry is durable before the rename can be), rename over
+//! `CURRENT`, then sync the directory again so the rename itself survives a power loss (RocksDB
 //! PR #10573 lost exactly that sync).
 
 use std::path::Path;
@@ -41,6 +42,13 @@ pub(crate) fn install_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> R
     f.sync_data()
         .map_err(|e| Error::io(&tmp, "syncing CURRENT.tmp", e))?;
     drop(f);
+    // Make the entries of the new manifest (created by the caller) and of CURRENT.tmp durable
+    // before the rename. Unsynced entry operations of one directory are not ordered against
+    // each other: without this sync a power loss could keep the rename and drop the manifest's
+    // creation, leaving CURRENT naming a file that does not exist (LevelDB #189/#195; found by
+    // `tests/known_bugs.rs`, bug03, crashing before every file operation of a create).
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io(dir, "syncing the database directory", e))?;
     crate::kill_point!("current.before_rename");
     let cur = dir.join(CURRENT);
     fs.rename(&tmp, &cur)

@@ -1,17 +1,20 @@
 //! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile`; the
-//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`; `shell`; `bench`),
-//! each a thin layer over `cellar_tools`.
+//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`; `shell`; `bench`;
+//! `reliability-report`), each a thin layer over `cellar_tools`. The hidden `child` is the
+//! process the report's SIGKILL cycles kill (`cellar_tools::crash`).
 
 use clap::{Parser, Subcommand};
 
 use cellar_tools::bench::BenchArgs;
 use cellar_tools::build::BuildArgs;
+use cellar_tools::crash::ChildArgs;
 use cellar_tools::db::compact::CompactArgs;
 use cellar_tools::db::levels::LevelsArgs;
 use cellar_tools::db::manifest_dump::ManifestDumpArgs;
 use cellar_tools::db::verify::DbVerifyArgs;
 use cellar_tools::db::wal_dump::WalDumpArgs;
 use cellar_tools::dump::DumpArgs;
+use cellar_tools::reliability::ReliabilityArgs;
 use cellar_tools::shell::ShellArgs;
 use cellar_tools::verify::VerifyArgs;
 
@@ -43,6 +46,13 @@ enum Command {
     Compact(CompactArgs),
     /// db_bench-style workloads and YCSB A–F against an embedded database.
     Bench(BenchArgs),
+    /// Run a bounded slice of the reliability suite (SIGKILL cycles, simulated power losses,
+    /// fault matrix, corruption sweep) and report its figures with their denominators (exit 0:
+    /// no violation, 1: a violation, 2: usage or I/O error).
+    ReliabilityReport(ReliabilityArgs),
+    /// Internal: the workload process the SIGKILL cycles kill.
+    #[command(hide = true)]
+    Child(ChildArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,6 +67,9 @@ enum HfileCommand {
 
 fn main() {
     let cli = Cli::parse();
+    if let Command::Child(c) = &cli.command {
+        std::process::exit(c.run());
+    }
     if let Command::Shell(a) = &cli.command {
         // The shell writes as it goes and has its own exit codes (1: a command failed).
         std::process::exit(cellar_tools::shell::run(a));
@@ -72,7 +85,8 @@ fn main() {
         Command::Verify(a) => cellar_tools::db::verify::run(a, out),
         Command::Compact(a) => cellar_tools::db::compact::run(a, out),
         Command::Bench(a) => cellar_tools::bench::run(a, out),
-        Command::Shell(_) => Ok(cellar_tools::EXIT_OK),
+        Command::ReliabilityReport(a) => cellar_tools::reliability::run(a, out),
+        Command::Shell(_) | Command::Child(_) => Ok(cellar_tools::EXIT_OK),
     };
     std::process::exit(cellar_tools::finish(outcome));
 }

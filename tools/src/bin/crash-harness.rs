@@ -9,7 +9,7 @@
 
 use clap::{Parser, Subcommand};
 
-use cellar_tools::crash::{child_main, run, HarnessArgs};
+use cellar_tools::crash::{run, ChildArgs, HarnessArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "crash-harness", version)]
@@ -24,28 +24,13 @@ struct Cli {
 enum Child {
     /// Internal: the workload process the harness kills.
     #[command(hide = true)]
-    Child {
-        #[arg(long)]
-        dir: std::path::PathBuf,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long)]
-        cycle: u64,
-        #[arg(long)]
-        secs: u64,
-    },
+    Child(ChildArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
-    if let Some(Child::Child {
-        dir,
-        seed,
-        cycle,
-        secs,
-    }) = &cli.child
-    {
-        std::process::exit(child_main(dir, *seed, *cycle, *secs));
+    if let Some(Child::Child(c)) = &cli.child {
+        std::process::exit(c.run());
     }
     let exe = match std::env::current_exe() {
         Ok(e) => e,
