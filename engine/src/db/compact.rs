@@ -224,12 +224,8 @@ impl DbInner {
             if let Err(e) = r {
                 self.note_failure(&task, &e);
             }
-            self.finish_task(&task);
-            // The task's own references kept its inputs out of `finish_task`'s collection;
-            // collect again without them, or the replaced files would wait for the next pass.
-            drop(task);
+            self.finish_task(task);
             let mut st = self.compaction.lock();
-            self.collect_garbage(&mut st);
             if failed {
                 self.compaction_cv.wait_for(&mut st, ERROR_BACKOFF);
             }
@@ -252,10 +248,16 @@ impl DbInner {
         }
     }
 
-    fn finish_task(&self, task: &CompactionTask) {
+    /// Takes the task by value: its references to the input files must be gone before
+    /// `running` drops, or a `wait_for_compactions` returning at that moment collects nothing
+    /// and the replaced files stay on disk until the next pass (up to `IDLE_RECHECK`), which
+    /// measurements of the size on disk caught.
+    fn finish_task(&self, task: CompactionTask) {
+        let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
+        drop(task);
         let mut st = self.compaction.lock();
-        for f in task.input_files() {
-            st.busy.remove(&f.number);
+        for n in &inputs {
+            st.busy.remove(n);
         }
         st.running = st.running.saturating_sub(1);
         self.collect_garbage(&mut st);
@@ -340,8 +342,7 @@ impl DbInner {
             if let Err(e) = &r {
                 self.note_failure(&task, e);
             }
-            self.finish_task(&task);
-            drop(task);
+            self.finish_task(task);
             {
                 let mut st = self.compaction.lock();
                 st.manual.remove(&family);
@@ -748,9 +749,7 @@ impl DbInner {
                     if let Err(e) = &r {
                         self.note_failure(&t, e);
                     }
-                    self.finish_task(&t);
-                    drop(t);
-                    self.collect_garbage(&mut self.compaction.lock());
+                    self.finish_task(t);
                     r?;
                 }
                 _ => {
