@@ -102,14 +102,7 @@ fn cell(seed: u64, key_space: u64, value_size: usize, i: u64, value: &mut [u8]) 
 
 /// Peak resident set (VmHWM) in bytes, 0 if unknown.
 fn peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    cellar_tools::bench::peak_rss()
 }
 
 fn main() -> Result<()> {
