@@ -444,11 +444,17 @@ impl Pristine {
 
     /// Flip the case's bit in a copy, open it and read everything.
     pub fn trial(&self, case: &Case) -> Outcome {
-        let fs = match self.damaged(&case.path, |b| {
+        self.trial_with(&case.path, |b| {
             if let Some(x) = b.get_mut(case.offset as usize) {
                 *x ^= 1 << (case.bit % 8);
             }
-        }) {
+        })
+    }
+
+    /// Change `path`'s bytes in a copy with `damage`, open it and read everything (the
+    /// `db_damaged` fuzz target's many-byte damage; [`Pristine::trial`] flips one bit).
+    pub fn trial_with(&self, path: &Path, damage: impl FnOnce(&mut Vec<u8>)) -> Outcome {
+        let fs = match self.damaged(path, damage) {
             Ok(fs) => fs,
             Err(e) => return Outcome::Wrong(format!("could not damage the copy: {e}")),
         };
