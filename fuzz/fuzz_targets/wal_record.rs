@@ -29,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Decoded::Record(r)) = record::decode(data, segment) {
         let mut m = Vec::new();
         record::encode(segment, r.seq, r.payload, &mut m);
-        assert_eq!(&data[..m.len()], &m[..], "manifest decode/encode is not the identity");
+        assert_eq!(
+            &data[..m.len()],
+            &m[..],
+            "manifest decode/encode is not the identity"
+        );
     }
     let synced_upto = (data.len() as u64).wrapping_mul(0x9e37_79b9);
     let mut framed = Vec::new();
