@@ -82,22 +82,22 @@ fn run_policy(policy: CrashPolicy, default_seeds: u64) {
 
 #[test]
 fn crash_drop_all() {
-    run_policy(CrashPolicy::DropAll, 60);
+    run_policy(CrashPolicy::DropAll, 500);
 }
 
 #[test]
 fn crash_keep_random_prefix() {
-    run_policy(CrashPolicy::KeepRandomPrefix, 60);
+    run_policy(CrashPolicy::KeepRandomPrefix, 500);
 }
 
 #[test]
 fn crash_tear() {
-    run_policy(CrashPolicy::Tear { sector: 512 }, 60);
+    run_policy(CrashPolicy::Tear { sector: 512 }, 500);
 }
 
 #[test]
 fn crash_garble() {
-    run_policy(CrashPolicy::Garble { sector: 512 }, 60);
+    run_policy(CrashPolicy::Garble { sector: 512 }, 500);
 }
 
 /// Thousands of seeds per policy; run in release.
