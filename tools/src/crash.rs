@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::bench::gen::Rng;
 use cellar::compaction::CompactionOptions;
 use cellar::manifest::ManifestOptions;
 use cellar::wal::WalOptions;
@@ -188,27 +189,15 @@ impl HarnessReport {
     }
 }
 
-/// A tiny deterministic generator (splitmix64): every choice replays from the seed.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
+/// The harness's generator: `cellar bench`'s splitmix64, seeded apart from it, so every
+/// choice replays from the seed.
+fn rng(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15)
+}
 
-impl Rng {
-    /// Seeded.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
+/// Uniform in `lo..=hi`.
+fn range(rng: &mut Rng, lo: u64, hi: u64) -> u64 {
+    lo + rng.next_u64() % (hi - lo + 1)
 }
 
 /// The engine options of child and verifier: small everything, so every durable-state
@@ -302,7 +291,7 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
         let db = db.clone();
         let stop = stop.clone();
         handles.push(std::thread::spawn(move || {
-            let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(cycle * 1000 + w));
+            let mut rng = rng(seed.wrapping_mul(31).wrapping_add(cycle * 1000 + w));
             let Ok(t) = db.table(TABLE) else { return };
             let mut mine: Vec<String> = Vec::new();
             let mut i = 0u64;
@@ -436,7 +425,7 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         args: args.clone(),
         exe: exe.to_path_buf(),
         dir,
-        rng: Rng::new(args.seed),
+        rng: rng(args.seed),
         expect: HashMap::new(),
         report: HarnessReport::default(),
     };
@@ -446,7 +435,7 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
             for p in cellar::kill::POINTS {
                 // Hot points are hit many times a second: a later hit lands in a fuller state.
                 let max_n = if p.starts_with("wal.") { 40 } else { 3 };
-                points.push(Kill::Point(p, h.rng.range(1, max_n)));
+                points.push(Kill::Point(p, range(&mut h.rng, 1, max_n)));
             }
         }
     } else if args.point_rounds > 0 {
@@ -456,7 +445,7 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
     }
     let mut randoms = Vec::new();
     for _ in 0..args.random_kills {
-        let ms = h.rng.range(args.min_ms, args.max_ms.max(args.min_ms));
+        let ms = range(&mut h.rng, args.min_ms, args.max_ms.max(args.min_ms));
         randoms.push(Kill::Random(Duration::from_millis(ms)));
     }
     let mut plan = Vec::new();
