@@ -1,110 +1,32 @@
 //! The memstore: a concurrent sorted map of one family's recent cells (HBase's MemStore).
 //!
 //! # Concurrency
-//! Any number of threads insert and iterate at once (crossbeam's lock-free skip list). The
-//! engine decides *which* memstore a write goes to under its switch lock (see `db.rs`), so a
-//! memstore that has become immutable receives no more inserts. Readers filter by sequence
-//! number, so a cell inserted while a read runs is invisible to it unless its batch's seq is
-//! at or below the read point.
+//! Any number of threads insert and iterate at once ([`skiplist`]: a lock-free skip list in an
+//! arena). The engine decides *which* memstore a write goes to under its switch lock (see
+//! `db.rs`), so a memstore that has become immutable receives no more inserts. Readers filter by
+//! sequence number, so a cell inserted while a read runs is invisible to it unless its batch's
+//! seq is at or below the read point.
 //!
 //! # Invariants
 //! Keys are encoded cell keys (SPEC.md §3.1) ordered by [`compare_keys`]; a key is unique
 //! (same row, column, timestamp, type and seq: a later insert of the same key replaces it, which
 //! only happens within one batch, where the later mutation wins).
 
+mod skiplist;
+
 use std::cmp::Ordering;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use cellar_format::{compare_keys, CellKey, KeyRef};
-use crossbeam_skiplist::set::Entry;
-use crossbeam_skiplist::SkipSet;
 
 use crate::types::{CellIter, FamilyId, SeqNo};
-
-/// One cell in a single allocation: `key_len u32 | tags_len u32 | key | tags | value` (LE),
-/// ordered by its encoded cell key ([`compare_keys`]) alone.
-///
-/// One allocation per cell instead of three (key, value, tags) is a third less memory per
-/// small cell, so a write buffer of a given size holds more cells and flushes larger files:
-/// that lowered write amplification (a 64 MiB buffer flushed files of about 36 MiB of data).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemEntry(Box<[u8]>);
-
-const ENTRY_HEADER: usize = 8;
-
-impl MemEntry {
-    fn new(key: &[u8], tags: &[u8], value: &[u8]) -> Self {
-        let mut v = Vec::with_capacity(ENTRY_HEADER + key.len() + tags.len() + value.len());
-        // Keys are below 64 KiB rows plus names; tags are bounded by the batch size: both fit
-        // u32 (saturating only for input the batch layer already refuses).
-        v.extend_from_slice(&u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes());
-        v.extend_from_slice(&u32::try_from(tags.len()).unwrap_or(u32::MAX).to_le_bytes());
-        v.extend_from_slice(key);
-        v.extend_from_slice(tags);
-        v.extend_from_slice(value);
-        MemEntry(v.into_boxed_slice())
-    }
-
-    /// A search key: `key` with no tags and no value.
-    fn probe(key: &[u8]) -> Self {
-        Self::new(key, &[], &[])
-    }
-
-    fn lens(&self) -> (usize, usize) {
-        let word = |at: usize| {
-            self.0
-                .get(at..at + 4)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, |b: [u8; 4]| u32::from_le_bytes(b) as usize)
-        };
-        (word(0), word(4))
-    }
-
-    /// The encoded cell key.
-    pub fn key(&self) -> &[u8] {
-        let (k, _) = self.lens();
-        self.0.get(ENTRY_HEADER..ENTRY_HEADER + k).unwrap_or(&[])
-    }
-
-    /// The tags bytes.
-    pub fn tags(&self) -> &[u8] {
-        let (k, t) = self.lens();
-        let at = ENTRY_HEADER + k;
-        self.0.get(at..at + t).unwrap_or(&[])
-    }
-
-    /// The value bytes.
-    pub fn value(&self) -> &[u8] {
-        let (k, t) = self.lens();
-        self.0.get(ENTRY_HEADER + k + t..).unwrap_or(&[])
-    }
-}
-
-impl Ord for MemEntry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_keys(self.key(), other.key())
-    }
-}
-
-impl PartialOrd for MemEntry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// Approximate bytes a cell costs beyond its key, value and tags: the skip-list node (tower,
-/// pointers), the entry's header and two allocation headers. Used only for the write-buffer
-/// budget; `memstore_bytes_per_cell` (an ignored test) measures the real figure: 214 B for a
-/// 37-byte key and a 100-byte value, so 77 B of overhead (80 counted).
-const NODE_OVERHEAD: usize = 80;
+use skiplist::{Entry, SkipList};
 
 /// One family's memstore.
 #[derive(Debug)]
 pub struct MemStore {
     family: FamilyId,
-    map: SkipSet<MemEntry>,
-    bytes: AtomicUsize,
+    map: SkipList,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
 }
@@ -114,8 +36,7 @@ impl MemStore {
     pub fn new(family: FamilyId) -> Self {
         MemStore {
             family,
-            map: SkipSet::new(),
-            bytes: AtomicUsize::new(0),
+            map: SkipList::new(),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
         }
@@ -129,17 +50,16 @@ impl MemStore {
     /// Insert one cell.
     pub fn insert(&self, key: &KeyRef<'_>, value: &[u8], tags: &[u8]) {
         let k = key.encode();
-        let added = k.len() + value.len() + tags.len() + NODE_OVERHEAD;
         // An equal key (same cell, same seq: a later mutation of one batch) replaces the entry.
-        self.map.insert(MemEntry::new(&k, tags, value));
-        self.bytes.fetch_add(added, AtomicOrdering::Relaxed);
+        self.map.insert(&k, tags, value);
         self.min_seq.fetch_min(key.seq, AtomicOrdering::Relaxed);
         self.max_seq.fetch_max(key.seq, AtomicOrdering::Relaxed);
     }
 
-    /// Approximate memory used, in bytes.
+    /// Memory used, in bytes: the arena bytes of the cells' nodes (key, value, tags, header and
+    /// links), which is what the write buffer budget counts.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.map.bytes()
     }
 
     /// Number of cells.
@@ -149,7 +69,7 @@ impl MemStore {
 
     /// True when no cell was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
     }
 
     /// Smallest sequence number inserted (`u64::MAX` when empty).
@@ -174,18 +94,18 @@ impl MemStore {
 
 /// Cursor over a memstore.
 ///
-/// The skip list links forward only: its own `prev` is a search from the top, O(log n) key
-/// comparisons per step. Stepping back instead searches once per row, for the last cell before
-/// the current cell's row, and walks forward from there to the current cell, stacking the
-/// cells passed (see [`MemIter::fill_back`]); each further `prev` pops one. A backward walk so
-/// costs one search per row plus one forward step per cell, and holds one row's entries.
+/// The skip list links forward only: a backward step would be a search from the top, O(log n)
+/// key comparisons. Stepping back instead searches once per row, for the last cell before the
+/// current cell's row, and walks forward from there to the current cell, stacking the cells
+/// passed (see [`MemIter::fill_back`]); each further `prev` pops one. A backward walk so costs
+/// one search per row plus one forward step per cell, and holds one row's entries.
 pub struct MemIter<'a> {
-    map: &'a SkipSet<MemEntry>,
-    cur: Option<Entry<'a, MemEntry>>,
+    map: &'a SkipList,
+    cur: Option<Entry<'a>>,
     /// The cells before `cur`, in key order (the last is its predecessor); only meaningful
     /// while `cur` is where the stack was filled from or popped to, so every positioning
     /// method other than `prev` clears it.
-    back: Vec<Entry<'a, MemEntry>>,
+    back: Vec<Entry<'a>>,
 }
 
 impl std::fmt::Debug for MemIter<'_> {
@@ -202,20 +122,19 @@ impl MemIter<'_> {
     /// next backward step after the row's first cell is then that earlier cell, with no search.
     fn fill_back(&mut self) {
         self.back.clear();
-        let Some(cur) = self.cur.as_ref() else {
+        let Some(cur) = self.cur else {
             return;
         };
-        let key = cur.value().key();
+        let key = cur.key();
         let Ok(k) = KeyRef::parse(key) else {
-            // Not a cell key (never inserted by the engine): fall back to the skip list's own
-            // search for the predecessor.
-            if let Some(p) = cur.prev() {
+            // Not a cell key (never inserted by the engine): search for the predecessor.
+            if let Some(p) = self.map.last_below(key) {
                 self.back.push(p);
             }
             return;
         };
-        let row_start = MemEntry::probe(&CellKey::first_on_row(k.row).encode());
-        let before = self.map.upper_bound(Bound::Excluded(&row_start));
+        let row_start = CellKey::first_on_row(k.row).encode();
+        let before = self.map.last_below(&row_start);
         let mut walk = match &before {
             Some(b) => b.next(),
             None => self.map.front(),
@@ -226,7 +145,7 @@ impl MemIter<'_> {
         // Keys only grow along the walk and `cur` is never removed, so it ends at `cur` (or at
         // a cell inserted just before it, which no read point sees).
         while let Some(e) = walk {
-            if compare_keys(e.value().key(), key) != Ordering::Less {
+            if compare_keys(e.key(), key) != Ordering::Less {
                 break;
             }
             walk = e.next();
@@ -238,15 +157,13 @@ impl MemIter<'_> {
 impl CellIter for MemIter<'_> {
     fn seek(&mut self, target: &[u8]) -> crate::Result<()> {
         self.back.clear();
-        let t = MemEntry::probe(target);
-        self.cur = self.map.lower_bound(Bound::Included(&t));
+        self.cur = self.map.lower_bound(target);
         Ok(())
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> crate::Result<()> {
         self.back.clear();
-        let t = MemEntry::probe(target);
-        self.cur = self.map.upper_bound(Bound::Included(&t));
+        self.cur = self.map.last_at_or_below(target);
         Ok(())
     }
 
@@ -264,7 +181,7 @@ impl CellIter for MemIter<'_> {
 
     fn next(&mut self) -> crate::Result<()> {
         self.back.clear();
-        self.cur = self.cur.as_ref().and_then(|e| e.next());
+        self.cur = self.cur.and_then(|e| e.next());
         Ok(())
     }
 
@@ -284,15 +201,15 @@ impl CellIter for MemIter<'_> {
     }
 
     fn key(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |e| e.value().key())
+        self.cur.map_or(&[], |e| e.key())
     }
 
     fn tags(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |e| e.value().tags())
+        self.cur.map_or(&[], |e| e.parts().1)
     }
 
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |e| e.value().value())
+        self.cur.map_or(&[], |e| e.parts().2)
     }
 }
 
@@ -329,7 +246,7 @@ mod tests {
         it.seek(&CellKey::first_on_row(b"b").encode()).unwrap();
         assert_eq!(KeyRef::parse(it.key()).unwrap().row, b"b");
         assert_eq!((m.min_seq(), m.max_seq(), m.len()), (1, 4, 4));
-        assert!(m.approximate_bytes() > 4 * NODE_OVERHEAD);
+        assert!(m.approximate_bytes() > 4 * 16);
     }
 
     #[test]
@@ -399,7 +316,7 @@ mod tests {
         );
     }
 
-    /// Real memory per cell against what the write buffer counts (NODE_OVERHEAD): run with
+    /// Real memory per cell against what the write buffer counts (the arena bytes of its nodes): run with
     /// `cargo test --release -p cellar --lib memstore_bytes_per_cell -- --ignored --nocapture`.
     /// Reads the process's resident set, so it runs alone.
     #[test]
