@@ -497,6 +497,18 @@ unsafe fn init(p: *mut Node, height: usize, k: &[u8], tags: &[u8], value: &[u8])
     }
 }
 
+/// Every key of `l` in order, by forward steps (for the tests and the loom model).
+#[cfg(test)]
+fn keys(l: &SkipList) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut e = l.front();
+    while let Some(x) = e {
+        out.push(x.key().to_vec());
+        e = x.next();
+    }
+    out
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -505,16 +517,6 @@ mod tests {
 
     fn k(row: &str, seq: u64) -> Vec<u8> {
         CellKey::new(row, "f", "q", 1, CellType::Put, seq).encode()
-    }
-
-    fn keys(l: &SkipList) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut e = l.front();
-        while let Some(x) = e {
-            out.push(x.key().to_vec());
-            e = x.next();
-        }
-        out
     }
 
     #[test]
@@ -629,16 +631,6 @@ mod loom_tests {
 
     fn k(row: &str) -> Vec<u8> {
         CellKey::new(row, "f", "q", 1, CellType::Put, 1).encode()
-    }
-
-    fn keys(l: &SkipList) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut e = l.front();
-        while let Some(x) = e {
-            out.push(x.key().to_vec());
-            e = x.next();
-        }
-        out
     }
 
     #[test]
