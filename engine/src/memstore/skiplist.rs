@@ -230,12 +230,6 @@ impl std::fmt::Debug for SkipList {
     }
 }
 
-impl Default for SkipList {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// A node of a list, valid as long as the list.
 #[derive(Clone, Copy)]
 pub(crate) struct Entry<'a> {
