@@ -9,13 +9,15 @@ cd "$(dirname "$0")/../.."
 
 need=()
 [ -e /usr/include/rocksdb/c.h ] || need+=(librocksdb-dev)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang-*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+# bindgen loads libclang.so itself (libclang-cpp.so, which librocksdb-dev may pull in, is not it).
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || compgen -G '/usr/lib/*/libclang-[0-9]*.so*' >/dev/null ||
+    need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}" >&2
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
-    $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
 
 lib=$(dirname "$(ls /usr/lib/*/librocksdb.so /usr/lib/librocksdb.so 2>/dev/null | head -1)")

@@ -84,6 +84,10 @@ pub struct CompareArgs {
     /// Also print a Markdown table (for benches/RESULTS.md).
     #[arg(long)]
     pub markdown: bool,
+    /// Keep each run's database directory (its path goes to stderr), to inspect the shape it
+    /// was left in (`cellar levels DIR`).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 impl CompareArgs {
@@ -303,6 +307,9 @@ pub fn child(a: &CompareArgs, engine: &str, phase: &str) -> Result<()> {
         other => bail!("unknown phase {other:?}"),
     };
     drop(e);
+    if a.keep {
+        eprintln!("{engine} {phase}: kept {}", tmp.keep().display());
+    }
     f.insert("peak_rss".into(), peak_rss() as f64);
     println!("{}", serde_json::to_string(&f)?);
     Ok(())
@@ -333,6 +340,9 @@ fn spawn_child(a: &CompareArgs, engine: &str, phase: &str) -> Result<Figures> {
     if let Some(d) = &a.dir {
         cmd.arg("--dir").arg(d);
     }
+    if a.keep {
+        cmd.arg("--keep");
+    }
     let out = cmd.output().context("starting a child run")?;
     if !out.status.success() {
         bail!(
@@ -340,6 +350,9 @@ fn spawn_child(a: &CompareArgs, engine: &str, phase: &str) -> Result<Figures> {
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
+    }
+    if a.keep {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
     }
     let line = String::from_utf8_lossy(&out.stdout);
     let line = line.lines().last().unwrap_or_default();
