@@ -373,7 +373,7 @@ impl DbInner {
             return Ok(());
         };
         drop(sv);
-        let (outputs, cells_read, dropped) = if task.trivial_move {
+        let (outputs, cells_read, dropped, purge_horizon) = if task.trivial_move {
             let moved = task
                 .input_files()
                 .map(|f| FileMeta {
@@ -381,7 +381,7 @@ impl DbInner {
                     ..FileMeta::clone(f)
                 })
                 .collect();
-            (moved, 0, [0u64; 5])
+            (moved, 0, [0u64; 5], 0)
         } else {
             self.write_outputs(task, &desc)?
         };
@@ -423,7 +423,9 @@ impl DbInner {
                 return Err(e);
             }
             let current = self.sv();
-            *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
+            let mut next = SuperVersion::build(state, Some(&current));
+            next.purge_horizon = next.purge_horizon.max(purge_horizon);
+            *self.sv.write() = Arc::new(next);
         }
         crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
@@ -496,7 +498,7 @@ impl DbInner {
         &self,
         task: &CompactionTask,
         desc: &FamilyDescriptor,
-    ) -> Result<(Vec<FileMeta>, u64, [u64; 5])> {
+    ) -> Result<(Vec<FileMeta>, u64, [u64; 5], u64)> {
         let readers = task
             .input_files()
             .map(|f| self.uncached_reader(f.family, f.number))
@@ -594,7 +596,7 @@ impl DbInner {
             }
         }
         crate::kill_point!("compaction.after_sync");
-        Ok((outputs, cells_read, dropped))
+        Ok((outputs, cells_read, dropped, smallest_snapshot))
     }
 
     /// The oldest read point any reader may still use: the oldest live snapshot, or the

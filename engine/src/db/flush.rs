@@ -31,6 +31,8 @@ struct Generation {
     added: Vec<FileMeta>,
     flushed_seq: Vec<(crate::types::FamilyId, u64)>,
     started: Instant,
+    /// The oldest read point the purges were judged at (see `SuperVersion::purge_horizon`).
+    purge_horizon: u64,
 }
 
 /// How a flush failed.
@@ -236,6 +238,7 @@ impl DbInner {
         let sv = self.sv();
         let mut added = Vec::new();
         let mut flushed_seq = Vec::new();
+        let purge_horizon = self.smallest_snapshot();
         for mem in &gen.mems {
             // A family dropped since the switch has nothing to keep.
             let Some(desc) = sv.families.get(&mem.family()) else {
@@ -243,7 +246,7 @@ impl DbInner {
             };
             let number = self.manifest.lock().1.allocate_file_number();
             written.push(manifest::hfile_path(&self.dir, mem.family(), number));
-            let meta = self.write_hfile(mem, desc, number, gen.last_seq)?;
+            let meta = self.write_hfile(mem, desc, number, gen.last_seq, purge_horizon)?;
             flushed_seq.push((mem.family(), gen.last_seq));
             added.extend(meta);
         }
@@ -263,6 +266,7 @@ impl DbInner {
             added,
             flushed_seq,
             started,
+            purge_horizon,
         })
     }
 
@@ -273,6 +277,7 @@ impl DbInner {
             added,
             flushed_seq,
             started,
+            purge_horizon,
         } = written;
         let bytes: u64 = added.iter().map(|m| m.size).sum();
         let files = added.len() as u64;
@@ -290,6 +295,7 @@ impl DbInner {
             man.log_and_apply(state, edit)?;
             let current = self.sv();
             let mut next = SuperVersion::build(state, Some(&current));
+            next.purge_horizon = next.purge_horizon.max(purge_horizon);
             for mem in &gen.mems {
                 if let Some(fm) = next.mems.get_mut(&mem.family()) {
                     fm.frozen.retain(|f| !Arc::ptr_eq(f, mem));
@@ -328,6 +334,7 @@ impl DbInner {
         desc: &crate::schema::FamilyDescriptor,
         number: u64,
         last_seq: u64,
+        smallest_snapshot: u64,
     ) -> Result<Option<FileMeta>> {
         let NewHFile {
             path,
@@ -336,7 +343,7 @@ impl DbInner {
         } = self.create_hfile(mem.family(), number, desc, false)?;
         let mut purger = Purger::new(
             desc,
-            PurgeParams::new(self.smallest_snapshot(), last_seq, now_ms()),
+            PurgeParams::new(smallest_snapshot, last_seq, now_ms()),
         );
         let mut it = mem.iter();
         it.seek_to_first()?;

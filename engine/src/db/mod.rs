@@ -92,6 +92,7 @@ struct Counters {
     bloom_skips: AtomicU64,
     range_skips: AtomicU64,
     time_skips: AtomicU64,
+    read_view_retries: AtomicU64,
 }
 
 /// A snapshot of the database's counters.
@@ -122,6 +123,9 @@ pub struct Stats {
     pub range_skips: u64,
     /// Files a read skipped because their time range missed the query's.
     pub time_skips: u64,
+    /// Reads that took a newer read point because a flush or compaction installed while
+    /// they started had purged at a newer one (`SuperVersion::purge_horizon`).
+    pub read_view_retries: u64,
     /// Bytes in active memstores.
     pub memstore_active_bytes: u64,
     /// Bytes in frozen memstores waiting for flush.
@@ -1001,6 +1005,7 @@ impl DbInner {
             bloom_skips: c.bloom_skips.load(Ordering::Relaxed),
             range_skips: c.range_skips.load(Ordering::Relaxed),
             time_skips: c.time_skips.load(Ordering::Relaxed),
+            read_view_retries: c.read_view_retries.load(Ordering::Relaxed),
             memstore_active_bytes: active as u64,
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,

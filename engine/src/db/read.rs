@@ -132,13 +132,36 @@ impl DbInner {
         Ok(out)
     }
 
+    /// The read point and super-version a read sees. The read point comes first, then the
+    /// super-version (see the module docs of `db`): every batch at or below the point is then
+    /// in it. A read point beyond what is visible would expose half-applied batches: an
+    /// explicit one is clamped.
+    ///
+    /// A flush or compaction installed between the two may have judged its purges at a newer
+    /// read point than this reader's (only registered snapshots hold the purge horizon down)
+    /// and dropped a version this reader needs — the newer version that replaced it is above
+    /// the reader's point. Then the read takes a newer point: the read has not returned
+    /// anything yet, so any point up to the present is a correct answer. (Found by
+    /// `db_concurrency`: a row missing a column while a flush of its family ran.) A read at
+    /// an explicit snapshot's point keeps it; the snapshot's registration kept the purges
+    /// below it.
+    pub(super) fn read_view(&self, explicit: Option<SeqNo>) -> (SeqNo, Arc<SuperVersion>) {
+        loop {
+            let visible = self.visibility.read_point();
+            let read_point = explicit.map_or(visible, |p| p.min(visible));
+            let sv = self.sv();
+            if explicit.is_some() || sv.purge_horizon <= read_point {
+                return (read_point, sv);
+            }
+            self.counters
+                .read_view_retries
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub(super) fn get(&self, table: &TableName, get: &Get) -> Result<Option<Row>> {
         get.validate()?;
-        // Read point first, then the super-version (see the module docs of `db`).
-        // A read point beyond what is visible would expose half-applied batches: clamp it.
-        let visible = self.visibility.read_point();
-        let read_point = get.read_point.map_or(visible, |p| p.min(visible));
-        let sv = self.sv();
+        let (read_point, sv) = self.read_view(get.read_point);
         let t = table_info(&sv, table)?;
         let fams = selected_families(&t, &get.selection)?;
         let mut eval = get.filter.as_ref().map(FilterEval::new);
@@ -427,9 +450,7 @@ pub struct ScanIter {
 impl ScanIter {
     pub(super) fn new(db: Arc<DbInner>, table: &TableName, scan: Scan) -> Result<ScanIter> {
         scan.validate()?;
-        let visible = db.visibility.read_point();
-        let read_point = scan.read_point.map_or(visible, |p| p.min(visible));
-        let sv = db.sv();
+        let (read_point, sv) = db.read_view(scan.read_point);
         let t = table_info(&sv, table)?;
         selected_families(&t, &scan.selection)?;
         let eval = scan.filter.as_ref().map(|f| {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::manifest::{ManifestState, Version};
 use crate::memstore::MemStore;
 use crate::schema::{FamilyDescriptor, TableDescriptor, TableName};
-use crate::types::FamilyId;
+use crate::types::{FamilyId, SeqNo};
 
 /// A family's memstores: the active one takes writes; frozen ones (newest first) wait for flush.
 #[derive(Debug, Clone)]
@@ -45,6 +45,11 @@ pub(crate) struct SuperVersion {
     pub tables: HashMap<TableName, Arc<TableInfo>>,
     /// Family id → its descriptor (for flush settings and reads by id).
     pub families: HashMap<FamilyId, FamilyDescriptor>,
+    /// The largest oldest-read-point any flush or compaction whose files this super-version
+    /// holds judged its purges at: a file may lack versions that only a read point below this
+    /// could see. A reader whose read point was taken before such a file was installed must
+    /// take a newer one (`DbInner::read_view`); only registered snapshots hold it down.
+    pub purge_horizon: SeqNo,
 }
 
 impl SuperVersion {
@@ -88,6 +93,7 @@ impl SuperVersion {
             version: state.current().clone(),
             tables,
             families,
+            purge_horizon: prev.map_or(0, |p| p.purge_horizon),
         }
     }
 

@@ -390,8 +390,16 @@ impl SkipList {
         }
     }
 
-    /// The last node whose key is below `k` (or at most `k` with `or_equal`), the head if none.
-    fn find_last(&self, k: Option<&[u8]>, or_equal: bool) -> *mut Node {
+    /// The last node whose key is below `k` (or at most `k` with `or_equal`), the head if none,
+    /// and the node after it that the search compared against (null at the end).
+    ///
+    /// The second is the successor *as loaded when the search decided to stop*: loading the
+    /// link again could return a node inserted since, whose key may be below `k` — a seek
+    /// would then land before its target and a merge over it would go backwards (a scan
+    /// emitted rows in two pieces, found by `db_concurrency`). A node inserted between the
+    /// two after the load has a sequence number above every read point taken before it, so
+    /// passing over it hides nothing a reader may see.
+    fn find_last(&self, k: Option<&[u8]>, or_equal: bool) -> (*mut Node, *mut Node) {
         let mut x = self.head;
         let mut level = self.height.load(O::Acquire).clamp(1, MAX_HEIGHT) - 1;
         loop {
@@ -406,7 +414,7 @@ impl SkipList {
             if advance {
                 x = n;
             } else if level == 0 {
-                return x;
+                return (x, n);
             } else {
                 level -= 1;
             }
@@ -423,9 +431,9 @@ impl SkipList {
         if unsafe { shadowed(node) } {
             // SAFETY: as above.
             let k = unsafe { key(node) };
-            let before = self.find_last(Some(k), false);
-            // SAFETY: `before` is the head or a linked node.
-            return unsafe { skip_shadowed(link(before, 0).load(O::Acquire)) };
+            let (_, at) = self.find_last(Some(k), false);
+            // SAFETY: `at` is null or a linked node.
+            return unsafe { skip_shadowed(at) };
         }
         Entry::new(node)
     }
@@ -438,24 +446,24 @@ impl SkipList {
 
     /// The last entry.
     pub(crate) fn back(&self) -> Option<Entry<'_>> {
-        self.live_at(self.find_last(None, false))
+        self.live_at(self.find_last(None, false).0)
     }
 
     /// The first entry with a key at or above `k`.
     pub(crate) fn lower_bound(&self, k: &[u8]) -> Option<Entry<'_>> {
-        let before = self.find_last(Some(k), false);
-        // SAFETY: `before` is the head or a linked node.
-        unsafe { skip_shadowed(link(before, 0).load(O::Acquire)) }
+        let (_, at) = self.find_last(Some(k), false);
+        // SAFETY: `at` is null or a linked node (see `find_last` for why not a fresh load).
+        unsafe { skip_shadowed(at) }
     }
 
     /// The last entry with a key at or below `k`.
     pub(crate) fn last_at_or_below(&self, k: &[u8]) -> Option<Entry<'_>> {
-        self.live_at(self.find_last(Some(k), true))
+        self.live_at(self.find_last(Some(k), true).0)
     }
 
     /// The last entry with a key below `k`.
     pub(crate) fn last_below(&self, k: &[u8]) -> Option<Entry<'_>> {
-        self.live_at(self.find_last(Some(k), false))
+        self.live_at(self.find_last(Some(k), false).0)
     }
 }
 
@@ -612,6 +620,42 @@ mod tests {
         let got = keys(&l);
         assert_eq!(got.len(), 4 * n as usize);
         assert!(got.windows(2).all(|w| compare_keys(&w[0], &w[1]).is_lt()));
+    }
+
+    /// A seek racing appends just below its target: one thread appends ascending keys while
+    /// another seeks past the current end, over and over. A seek must never return a key below
+    /// its target; it did when `lower_bound` loaded the successor a second time after deciding
+    /// where to stop, and a merge over the memstore then went backwards (a scan returned a row
+    /// in two pieces: `db_concurrency`). Fails within a few thousand seeks with that code.
+    #[test]
+    fn a_seek_racing_appends_never_lands_below_its_target() {
+        let l = Arc::new(SkipList::new());
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let n: u64 = 40_000;
+        let w = {
+            let (l, done) = (l.clone(), done.clone());
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    l.insert(&k(&format!("r{i:08}"), 1), b"", b"");
+                }
+                done.store(true, std::sync::atomic::Ordering::Release);
+            })
+        };
+        // Above every key appended: each append lands between the last node below the target
+        // and the end of the list, which is where a seek stops.
+        let target = k("s", 1);
+        let mut seeks = 0u64;
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
+            if let Some(e) = l.lower_bound(&target) {
+                panic!(
+                    "after {seeks} seeks a seek for {target:?} landed below it, on {:?}",
+                    e.key()
+                );
+            }
+            seeks += 1;
+        }
+        w.join().unwrap();
+        assert_eq!(l.len() as u64, n);
     }
 }
 
