@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::block::DataBlockEncoding;
 use crate::bloom::BloomType;
 use crate::cell::CellType;
 use crate::coding::Cursor;
 use crate::compression::CompressionType;
 use crate::error::{malformed, Malformed};
+use crate::version::FormatVersion;
 
 /// Everything the file-info block records.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -56,7 +58,8 @@ pub struct FileInfo {
     pub bloom_type: BloomType,
     /// Bloom bits per key × 1000.
     pub bloom_bits_per_key_milli: u32,
-    /// Data block encoding name (`PREFIX`).
+    /// Data block encoding name (`PREFIX`, or `DIFF` since version 2); see
+    /// [`FileInfo::data_encoding`].
     pub data_block_encoding: String,
     /// Column family of every cell.
     pub family: Vec<u8>,
@@ -80,6 +83,21 @@ pub const TYPE_COUNT_NAMES: [&str; 5] = [
 ];
 
 impl FileInfo {
+    /// The encoding of the file's data blocks: PREFIX in a file of a version before encodings
+    /// were introduced (whose readers never looked at the name, so neither does this one),
+    /// else a name this build knows.
+    pub fn data_encoding(&self) -> Result<DataBlockEncoding, Malformed> {
+        if !FormatVersion(self.format_version).has_data_block_encodings() {
+            return Ok(DataBlockEncoding::Prefix);
+        }
+        DataBlockEncoding::from_name(&self.data_block_encoding).ok_or_else(|| {
+            Malformed(format!(
+                "file-info data_block_encoding {:?} is not one this build reads",
+                self.data_block_encoding
+            ))
+        })
+    }
+
     /// Delete markers among the cells (every type but Put).
     pub fn deletes(&self) -> u64 {
         self.entries.saturating_sub(self.count_of(CellType::Put))

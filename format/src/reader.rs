@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::block::{unseal_block, Block, BlockHandle, BlockType, Envelope, UnsealError};
+use crate::block::{
+    unseal_block, Block, BlockHandle, BlockType, DataBlockEncoding, Envelope, UnsealError,
+};
 use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType};
 use crate::cell::{CellKey, CellType, KeyRef};
 use crate::error::{Error, Malformed, Region, Result};
@@ -125,6 +127,8 @@ pub struct HFileReader<R: ReadAt> {
     root: Arc<Block>,
     bloom: Option<BloomMeta>,
     opts: ReaderOptions,
+    /// How the data blocks store their keys (from the file info).
+    encoding: DataBlockEncoding,
 }
 
 impl<R: ReadAt> HFileReader<R> {
@@ -151,6 +155,7 @@ impl<R: ReadAt> HFileReader<R> {
             ),
             bloom: None,
             opts,
+            encoding: DataBlockEncoding::Prefix,
         };
         r.root = r.read_keyed(trailer.root_index, BlockType::RootIndex)?;
         let (raw, _) = r.read_block(trailer.file_info, &[BlockType::FileInfo])?;
@@ -166,6 +171,10 @@ impl<R: ReadAt> HFileReader<R> {
                 )),
             ));
         }
+        r.encoding = r
+            .info
+            .data_encoding()
+            .map_err(|m| r.corrupt(trailer.file_info, Region::FileInfo, m))?;
         if let Some(h) = trailer.bloom_meta {
             let (raw, _) = r.read_block(h, &[BlockType::BloomMeta])?;
             let meta = BloomMeta::decode(&raw).map_err(|m| r.corrupt(h, Region::BloomMeta, m))?;
@@ -197,6 +206,11 @@ impl<R: ReadAt> HFileReader<R> {
     /// The file info.
     pub fn info(&self) -> &FileInfo {
         &self.info
+    }
+
+    /// How the data blocks store their keys.
+    pub fn data_block_encoding(&self) -> DataBlockEncoding {
+        self.encoding
     }
 
     /// The bloom meta block, if the file has a filter.
@@ -247,7 +261,14 @@ impl<R: ReadAt> HFileReader<R> {
             }
         }
         let (raw, _) = self.read_block(h, &[ty])?;
-        let block = Arc::new(Block::new(raw).map_err(|m| self.corrupt(h, ty.region(), m))?);
+        let encoding = if ty == BlockType::Data {
+            self.encoding
+        } else {
+            DataBlockEncoding::Prefix
+        };
+        let block = Arc::new(
+            Block::with_encoding(raw, encoding).map_err(|m| self.corrupt(h, ty.region(), m))?,
+        );
         if let Some((cache, id)) = &self.opts.cache {
             cache.insert(*id, h.offset, ty, CachedBlock::Keyed(block.clone()));
         }

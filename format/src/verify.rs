@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use crate::block::{Block, BlockHandle, BlockIter, BlockType};
+use crate::block::{Block, BlockHandle, BlockIter, BlockType, DataBlockEncoding};
 use crate::bloom::{chunk_may_contain, hash_key, BloomMeta};
 use crate::cell::{validate_key, CellType, KeyRef};
 use crate::display::encoded_key_to_string;
@@ -106,6 +106,7 @@ pub fn verify_with_progress<R: ReadAt + ?Sized>(
             ..FileInfo::default()
         },
         info: None,
+        encoding: DataBlockEncoding::Prefix,
         bloom: None,
         bloom_state: BloomState::default(),
         progress,
@@ -145,6 +146,10 @@ struct Verifier<'a, R: ReadAt + ?Sized> {
     /// File info recomputed from the cells and blocks seen.
     seen: FileInfo,
     info: Option<FileInfo>,
+    /// How data blocks are decoded: the file info's encoding, or when that is unreadable the
+    /// one its version's writer uses (PREFIX before v2, DIFF since), so the blocks are still
+    /// checked.
+    encoding: DataBlockEncoding,
     bloom: Option<BloomMeta>,
     bloom_state: BloomState,
     progress: &'a mut dyn FnMut(u64),
@@ -208,9 +213,18 @@ impl<R: ReadAt + ?Sized> Verifier<'_, R> {
     }
 
     fn run(&mut self, t: &Trailer) -> Result<()> {
+        if t.version.has_data_block_encodings() {
+            self.encoding = DataBlockEncoding::Diff;
+        }
         if let Some(raw) = self.read(t.file_info, BlockType::FileInfo)? {
             match FileInfo::decode(&raw) {
-                Ok(fi) => self.info = Some(fi),
+                Ok(fi) => {
+                    match fi.data_encoding() {
+                        Ok(e) => self.encoding = e,
+                        Err(m) => self.push(t.file_info.offset, Region::FileInfo, m.0),
+                    }
+                    self.info = Some(fi);
+                }
                 Err(m) => self.push(t.file_info.offset, Region::FileInfo, m.0),
             }
         }
@@ -442,7 +456,7 @@ impl<R: ReadAt + ?Sized> Verifier<'_, R> {
         self.seen.data_blocks += 1;
         self.seen.data_raw_bytes += raw.len() as u64;
         self.seen.data_stored_bytes += h.total_len();
-        let block = match Block::new(raw) {
+        let block = match Block::with_encoding(raw, self.encoding) {
             Ok(b) => b,
             Err(m) => {
                 self.push(h.offset, Region::Data, m.0);

@@ -10,10 +10,12 @@ pub struct FormatVersion(pub u32);
 impl FormatVersion {
     /// Version 1: the first published layout.
     pub const V1: FormatVersion = FormatVersion(1);
+    /// Version 2: data blocks may use the DIFF entry layout (named in file info).
+    pub const V2: FormatVersion = FormatVersion(2);
     /// Oldest version this build reads.
     pub const MIN_READ: FormatVersion = FormatVersion::V1;
     /// Version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V1;
+    pub const CURRENT: FormatVersion = FormatVersion::V2;
 
     /// Whether this build can read the version.
     pub fn is_readable(self) -> bool {
@@ -38,5 +40,11 @@ impl FormatVersion {
     /// Data block entries have a tags section (since v1).
     pub fn has_cell_tags(self) -> bool {
         self >= Self::V1
+    }
+
+    /// Data blocks may use an encoding other than PREFIX, named by the file info's
+    /// `data_block_encoding` (since v2; a version 1 file says PREFIX).
+    pub fn has_data_block_encodings(self) -> bool {
+        self >= Self::V2
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::block::{seal_block, BlockBuilder, BlockHandle, BlockType};
+use crate::block::{seal_block, BlockBuilder, BlockHandle, BlockType, DataBlockEncoding};
 use crate::bloom::{BloomBuilder, BloomConfig, ChunkMeta, PendingChunk};
 use crate::cell::{shortest_separator, validate_key, KeyRef, MAX_TAGS_LEN, MAX_VALUE_LEN};
 use crate::checksum::ChecksumType;
@@ -31,6 +31,12 @@ pub struct WriterOptions {
     pub index_block_size: usize,
     /// Entries between whole keys in data blocks (default 16).
     pub restart_interval: usize,
+    /// How data block entries store their keys (default DIFF).
+    pub data_block_encoding: DataBlockEncoding,
+    /// The format version to write (default [`FormatVersion::CURRENT`]); an older one this
+    /// build reads is allowed, for files that older builds must read, as long as it has the
+    /// chosen encoding.
+    pub format_version: FormatVersion,
     /// Compression of data blocks.
     pub compression: CompressionType,
     /// Bloom filter settings.
@@ -56,6 +62,8 @@ impl WriterOptions {
             block_size: DEFAULT_BLOCK_SIZE,
             index_block_size: DEFAULT_BLOCK_SIZE,
             restart_interval: DEFAULT_RESTART_INTERVAL,
+            data_block_encoding: DataBlockEncoding::Diff,
+            format_version: FormatVersion::CURRENT,
             compression: CompressionType::None,
             bloom: BloomConfig::default(),
             created_at_ms: std::time::SystemTime::now()
@@ -123,6 +131,20 @@ impl<W: Write> HFileWriter<W> {
                 opts.block_size
             )));
         }
+        if !opts.format_version.is_readable() {
+            return Err(Error::invalid(format!(
+                "format version {} is not one this build writes",
+                opts.format_version.0
+            )));
+        }
+        if opts.data_block_encoding != DataBlockEncoding::Prefix
+            && !opts.format_version.has_data_block_encodings()
+        {
+            return Err(Error::invalid(format!(
+                "data block encoding {} needs format version 2 or later",
+                opts.data_block_encoding
+            )));
+        }
         if let crate::bloom::BloomType::RowPrefix(0) = opts.bloom.bloom_type {
             return Err(Error::invalid("ROWPREFIX bloom needs a prefix length >= 1"));
         }
@@ -134,7 +156,7 @@ impl<W: Write> HFileWriter<W> {
             out,
             name: name.into(),
             offset: 0,
-            data: BlockBuilder::new(opts.restart_interval),
+            data: BlockBuilder::with_encoding(opts.restart_interval, opts.data_block_encoding),
             block_min_ts: u64::MAX,
             block_max_ts: 0,
             block_first_key: Vec::new(),
@@ -363,11 +385,11 @@ impl<W: Write> HFileWriter<W> {
         } else {
             o.bloom.bits_per_key_milli
         };
-        info.data_block_encoding = "PREFIX".into();
+        info.data_block_encoding = o.data_block_encoding.name().into();
         info.family.clone_from(&o.family);
         info.created_at_ms = o.created_at_ms;
         info.major_compaction = o.major_compaction;
-        info.format_version = FormatVersion::CURRENT.0;
+        info.format_version = o.format_version.0;
         info.extra.clone_from(&o.extra_info);
         let info_bytes = self.info.encode();
         let file_info =
@@ -378,7 +400,7 @@ impl<W: Write> HFileWriter<W> {
             bloom_meta,
             index_levels: self.index.levels() as u8,
             checksum_type: ChecksumType::Crc32c,
-            version: FormatVersion::CURRENT,
+            version: self.opts.format_version,
         };
         self.write_all(&trailer.encode(), "trailer")?;
         if let Err(source) = self.out.flush() {

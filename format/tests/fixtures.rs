@@ -1,19 +1,22 @@
-//! Golden fixtures of format version 1 (STYLE.md practice 18), in `tests/testdata/v1/`.
+//! Golden fixtures of every format version (STYLE.md practice 18), one set per version in
+//! `tests/testdata/v<N>/`: version 1 (PREFIX data blocks) and version 2 (DIFF data blocks, the
+//! writer's default).
 //!
-//! * `tiny.hfile` pins the format: the writer must still produce it byte for byte, and it must
-//!   read back to the cells it was written from.
+//! * `tiny.hfile` pins each format: the writer, asked for that version, must still produce it
+//!   byte for byte, and it must read back to the cells it was written from.
 //! * The broken files must be rejected with the right error category by open or a scan, and
 //!   `verify` must name the right region.
 //!
 //! `REWRITE=1 cargo test -p cellar-format --test fixtures` regenerates every file (do that only
 //! for an intended format change, which also needs a new format version). Without it, each
 //! test also checks that the checked-in file is still what the generator below produces.
-//! `testdata/v1/README.md` says what is wrong with each file.
+//! `testdata/v<N>/README.md` says what is wrong with each file.
 
 mod common;
 
 use std::path::PathBuf;
 
+use cellar_format::block::DataBlockEncoding;
 use cellar_format::error::Region;
 use cellar_format::index::IndexValue;
 use cellar_format::{
@@ -21,12 +24,31 @@ use cellar_format::{
     FormatVersion, HFileReader, KeyRef, TRAILER_LEN,
 };
 use common::{
-    craft_file, edit_index_entries, flip_bit, options, out_of_order_blocks, put, rebuild_tail,
+    craft_file_as, edit_index_entries, flip_bit, options, out_of_order_blocks, put, rebuild_tail,
     rewrite_trailer, scan_backward, scan_forward, seal_fields, write_file, Cell, Layout,
 };
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/v1")
+/// One version's fixture set.
+#[derive(Debug, Clone, Copy)]
+struct Set {
+    version: FormatVersion,
+    encoding: DataBlockEncoding,
+}
+
+const V1: Set = Set {
+    version: FormatVersion::V1,
+    encoding: DataBlockEncoding::Prefix,
+};
+const V2: Set = Set {
+    version: FormatVersion::V2,
+    encoding: DataBlockEncoding::Diff,
+};
+
+impl Set {
+    fn dir(self) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/testdata/v{}", self.version.0))
+    }
 }
 
 fn rewriting() -> bool {
@@ -36,11 +58,11 @@ fn rewriting() -> bool {
 /// With `REWRITE=1`, store `generated` as `name`. Then read the stored file back, check that
 /// it is still what the code generates, and return it.
 #[track_caller]
-fn fixture(name: &str, generated: &[u8]) -> Vec<u8> {
-    let path = dir().join(name);
+fn fixture(set: Set, name: &str, generated: &[u8]) -> Vec<u8> {
+    let path = set.dir().join(name);
     if rewriting() {
         // Tests run in parallel and several regenerate tiny.hfile: write, then rename.
-        std::fs::create_dir_all(dir()).unwrap();
+        std::fs::create_dir_all(set.dir()).unwrap();
         let tmp = path.with_extension(format!("tmp-{:?}", std::thread::current().id()));
         std::fs::write(&tmp, generated).unwrap();
         std::fs::rename(&tmp, &path).unwrap();
@@ -53,9 +75,10 @@ fn fixture(name: &str, generated: &[u8]) -> Vec<u8> {
     });
     assert!(
         stored == generated,
-        "{name}: the code no longer produces the checked-in bytes ({} stored, {} generated). \
-         The v1 format must not change; if this change is intended, it needs a new format \
-         version and fixtures regenerated with REWRITE=1",
+        "v{} {name}: the code no longer produces the checked-in bytes ({} stored, {} \
+         generated). A released format must not change; if this change is intended, it needs \
+         a new format version and fixtures regenerated with REWRITE=1",
+        set.version.0,
         stored.len(),
         generated.len()
     );
@@ -86,15 +109,28 @@ fn tiny_cells() -> Vec<Cell> {
 }
 
 /// `tiny.hfile`: tiny blocks (several data blocks), no compression, ROW bloom, created at 0.
-fn gen_tiny() -> Vec<u8> {
-    write_file(
-        &tiny_cells(),
-        options(64, 256, 2, CompressionType::None, BloomType::Row, 1024),
-    )
+fn gen_tiny(set: Set) -> Vec<u8> {
+    // DIFF entries are smaller: smaller blocks keep three or more of them.
+    let block_size = if set.encoding == DataBlockEncoding::Diff {
+        40
+    } else {
+        64
+    };
+    let mut o = options(
+        block_size,
+        256,
+        2,
+        CompressionType::None,
+        BloomType::Row,
+        1024,
+    );
+    o.format_version = set.version;
+    o.data_block_encoding = set.encoding;
+    write_file(&tiny_cells(), o)
 }
 
-fn tiny() -> (Vec<u8>, Layout) {
-    let bytes = fixture("tiny.hfile", &gen_tiny());
+fn tiny(set: Set) -> (Vec<u8>, Layout) {
+    let bytes = fixture(set, "tiny.hfile", &gen_tiny(set));
     let l = Layout::of(&bytes);
     (bytes, l)
 }
@@ -131,13 +167,12 @@ fn verify_names(bytes: &[u8], region: Region, offset: u64) {
     );
 }
 
-#[test]
-fn tiny_is_written_byte_for_byte() {
-    let (bytes, l) = tiny();
+fn tiny_is_written_byte_for_byte(set: Set) {
+    let (bytes, l) = tiny(set);
     // What the file is made of, so an accidental change of the sample is noticed too.
     assert!(l.of_type(BlockType::Data).len() >= 3);
     assert_eq!(l.trailer.index_levels, 1);
-    assert_eq!(l.trailer.version, FormatVersion::V1);
+    assert_eq!(l.trailer.version, set.version);
     assert!(l
         .blocks
         .iter()
@@ -145,9 +180,8 @@ fn tiny_is_written_byte_for_byte() {
     assert_eq!(&bytes[bytes.len() - 8..], b"CellarHF");
 }
 
-#[test]
-fn tiny_reads_back() {
-    let (bytes, _) = tiny();
+fn tiny_reads_back(set: Set) {
+    let (bytes, _) = tiny(set);
     let cells = tiny_cells();
     let r = open(&bytes).unwrap();
     let got = scan_forward(&r).unwrap();
@@ -165,6 +199,8 @@ fn tiny_reads_back() {
     assert_eq!(info.family, b"cf");
     assert_eq!(info.bloom_type, BloomType::Row);
     assert_eq!(info.compression, Some(CompressionType::None));
+    assert_eq!(info.data_encoding().unwrap(), set.encoding);
+    assert_eq!(r.data_block_encoding(), set.encoding);
     for row in [&b"r1"[..], b"r2", b"r3"] {
         assert!(r.may_contain_row(row).unwrap());
     }
@@ -176,13 +212,12 @@ fn tiny_reads_back() {
     assert_eq!(rep.stats.cells, cells.len() as u64);
 }
 
-#[test]
-fn bad_magic_is_rejected() {
-    let (tiny, l) = tiny();
+fn bad_magic_is_rejected(set: Set) {
+    let (tiny, l) = tiny(set);
     let mut g = tiny.clone();
     let last = g.len() - 1;
     g[last] ^= 0x20;
-    let bytes = fixture("bad-magic.hfile", &g);
+    let bytes = fixture(set, "bad-magic.hfile", &g);
     let e = rejected(
         &bytes,
         ErrorKind::Corruption,
@@ -192,40 +227,41 @@ fn bad_magic_is_rejected() {
     verify_names(&bytes, Region::Trailer, l.trailer_at());
 }
 
-#[test]
-fn unknown_version_is_unsupported() {
-    let (mut g, _) = tiny();
-    rewrite_trailer(&mut g, |t| t.version = FormatVersion(2));
-    let bytes = fixture("unknown-version.hfile", &g);
+fn unknown_version_is_unsupported(set: Set) {
+    let (mut g, _) = tiny(set);
+    // One past what this build reads: the fixture is regenerated when a version is added.
+    let next = FormatVersion::CURRENT.0 + 1;
+    rewrite_trailer(&mut g, |t| t.version = FormatVersion(next));
+    let bytes = fixture(set, "unknown-version.hfile", &g);
     let e = rejected(&bytes, ErrorKind::Unsupported, None);
-    assert!(matches!(e, Error::Unsupported { version: 2, .. }), "{e}");
+    assert!(
+        matches!(e, Error::Unsupported { version, .. } if version == next),
+        "{e}"
+    );
     let e = verify(bytes.as_slice(), "fixture").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
 }
 
-#[test]
-fn data_block_checksum_is_rejected() {
-    let (mut g, l) = tiny();
+fn data_block_checksum_is_rejected(set: Set) {
+    let (mut g, l) = tiny(set);
     let d = l.nth(BlockType::Data, 0).handle.offset;
     flip_bit(&mut g, d + 2, 0);
-    let bytes = fixture("checksum-data-block.hfile", &g);
+    let bytes = fixture(set, "checksum-data-block.hfile", &g);
     let e = rejected(&bytes, ErrorKind::Corruption, Some((d, Region::Data)));
     assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e}");
     verify_names(&bytes, Region::Data, d);
 }
 
-#[test]
-fn truncated_trailer_is_rejected() {
-    let (g, _) = tiny();
-    let bytes = fixture("truncated-trailer.hfile", &g[..g.len() - 20]);
+fn truncated_trailer_is_rejected(set: Set) {
+    let (g, _) = tiny(set);
+    let bytes = fixture(set, "truncated-trailer.hfile", &g[..g.len() - 20]);
     let at = (bytes.len() - TRAILER_LEN) as u64;
     rejected(&bytes, ErrorKind::Corruption, Some((at, Region::Trailer)));
     verify_names(&bytes, Region::Trailer, at);
 }
 
-#[test]
-fn index_past_eof_is_rejected() {
-    let (g, l) = tiny();
+fn index_past_eof_is_rejected(set: Set) {
+    let (g, l) = tiny(set);
     let bogus = g.len() as u64 + 1000;
     let root = l.nth(BlockType::RootIndex, 0);
     let raw = edit_index_entries(&root.raw, |i, _, e| {
@@ -233,7 +269,11 @@ fn index_past_eof_is_rejected() {
             e.handle.offset = bogus;
         }
     });
-    let bytes = fixture("index-past-eof.hfile", &rebuild_tail(&g, Some(&raw), None));
+    let bytes = fixture(
+        set,
+        "index-past-eof.hfile",
+        &rebuild_tail(&g, Some(&raw), None),
+    );
     // The root is sound (open succeeds); its first entry names a block past the end.
     let r = open(&bytes).unwrap();
     let mut it = cellar_format::block::BlockIter::new(r.root().clone());
@@ -243,11 +283,11 @@ fn index_past_eof_is_rejected() {
     verify_names(&bytes, Region::Data, bogus);
 }
 
-#[test]
-fn out_of_order_is_caught_by_verify() {
+fn out_of_order_is_caught_by_verify(set: Set) {
     let bytes = fixture(
+        set,
         "out-of-order.hfile",
-        &craft_file(&out_of_order_blocks(), &[]),
+        &craft_file_as(&out_of_order_blocks(), &[], set.version),
     );
     let l = Layout::of(&bytes);
     let second = l.nth(BlockType::Data, 1).handle.offset;
@@ -264,15 +304,44 @@ fn out_of_order_is_caught_by_verify() {
     assert!(p.what.contains("does not sort after"), "{}", p.what);
 }
 
-#[test]
-fn bad_block_type_is_rejected() {
-    let (mut g, l) = tiny();
+fn bad_block_type_is_rejected(set: Set) {
+    let (mut g, l) = tiny(set);
     let d = l.nth(BlockType::Data, 1);
     let off = d.handle.offset;
     let stored = seal_fields(&d.raw, 99, CompressionType::None as u8, d.env.raw_len, off);
     put(&mut g, off, &stored);
-    let bytes = fixture("bad-block-type.hfile", &g);
+    let bytes = fixture(set, "bad-block-type.hfile", &g);
     let e = rejected(&bytes, ErrorKind::Corruption, Some((off, Region::Data)));
     assert!(e.to_string().contains("unknown block type 99"), "{e}");
     verify_names(&bytes, Region::Data, off);
 }
+
+/// Every check, for each version's set.
+macro_rules! for_each_set {
+    ($($name:ident),* $(,)?) => {
+        mod v1 {
+            $(#[test]
+            fn $name() {
+                super::$name(super::V1);
+            })*
+        }
+        mod v2 {
+            $(#[test]
+            fn $name() {
+                super::$name(super::V2);
+            })*
+        }
+    };
+}
+
+for_each_set!(
+    tiny_is_written_byte_for_byte,
+    tiny_reads_back,
+    bad_magic_is_rejected,
+    unknown_version_is_unsupported,
+    data_block_checksum_is_rejected,
+    truncated_trailer_is_rejected,
+    index_past_eof_is_rejected,
+    out_of_order_is_caught_by_verify,
+    bad_block_type_is_rejected,
+);

@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cellar_format::block::{Block, BlockBuilder, BlockHandle, BlockIter};
+use cellar_format::block::{Block, BlockBuilder, BlockHandle, BlockIter, DataBlockEncoding};
 use cellar_format::bloom::{
     build_chunk, chunk_may_contain, hash_key, probes_for, BloomBuilder, BloomConfig,
 };
@@ -19,14 +19,20 @@ fn cell_type() -> impl Strategy<Value = CellType> {
     prop::sample::select(CellType::ALL.to_vec())
 }
 
+/// A timestamp or sequence number: mostly small (so keys collide and differences are tiny),
+/// sometimes anywhere in `u64` (so DIFF's wrapping differences reach both extremes).
+fn stamp() -> impl Strategy<Value = u64> {
+    prop_oneof![4 => 0u64..4, 1 => any::<u64>(), 1 => Just(u64::MAX)]
+}
+
 /// Keys over a small alphabet, so that rows and qualifiers share prefixes and collide.
 fn cell_key() -> impl Strategy<Value = CellKey> {
     (
         prop::collection::vec(prop::sample::select(b"ab\x00\xff".to_vec()), 1..6),
         prop::collection::vec(prop::sample::select(b"xy".to_vec()), 0..4),
-        0u64..4,
+        stamp(),
         cell_type(),
-        0u64..4,
+        stamp(),
     )
         .prop_map(|(row, q, ts, ty, seq)| CellKey::new(row, "cf", q, ts, ty, seq))
 }
@@ -40,14 +46,18 @@ fn target() -> impl Strategy<Value = CellKey> {
     ]
 }
 
-fn build(keys: &BTreeSet<CellKey>, interval: usize) -> Arc<Block> {
-    let mut b = BlockBuilder::new(interval);
+fn encoding() -> impl Strategy<Value = DataBlockEncoding> {
+    prop::sample::select(vec![DataBlockEncoding::Prefix, DataBlockEncoding::Diff])
+}
+
+fn build(keys: &BTreeSet<CellKey>, interval: usize, encoding: DataBlockEncoding) -> Arc<Block> {
+    let mut b = BlockBuilder::with_encoding(interval, encoding);
     for (i, k) in keys.iter().enumerate() {
         let tags: &[u8] = if i % 3 == 0 { b"tg" } else { b"" };
         b.add(&k.encode(), format!("v{i}").as_bytes(), tags);
     }
     assert_eq!(b.len(), keys.len());
-    Arc::new(Block::new(b.finish()).unwrap())
+    Arc::new(Block::with_encoding(b.finish(), encoding).unwrap())
 }
 
 fn current(it: &BlockIter) -> Option<CellKey> {
@@ -63,8 +73,9 @@ proptest! {
         keys in prop::collection::btree_set(cell_key(), 0..120),
         interval in 1usize..20,
         targets in prop::collection::vec(target(), 1..40),
+        encoding in encoding(),
     ) {
-        let block = build(&keys, interval);
+        let block = build(&keys, interval, encoding);
         let want: Vec<&CellKey> = keys.iter().collect();
         let mut it = BlockIter::new(block);
 

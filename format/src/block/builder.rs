@@ -6,8 +6,10 @@
 //! payload  := entry* | restart u32 LE * num_restarts | num_restarts u32 LE
 //! ```
 //! Every `restart_interval`-th entry stores its whole key (`shared = 0`) and its offset goes in
-//! the restart array, which is what binary search and backward iteration start from.
+//! the restart array, which is what binary search and backward iteration start from. Data
+//! blocks may use the DIFF entry layout instead (`encoding.rs`).
 
+use super::encoding::{put_diff_entry, DataBlockEncoding};
 use crate::coding::put_varint32;
 
 /// Accumulates sorted entries into one raw block payload.
@@ -19,11 +21,18 @@ pub struct BlockBuilder {
     since_restart: usize,
     last_key: Vec<u8>,
     entries: usize,
+    encoding: DataBlockEncoding,
 }
 
 impl BlockBuilder {
-    /// A builder that stores a whole key every `restart_interval` entries (at least 1).
+    /// A builder of [`DataBlockEncoding::Prefix`] entries that stores a whole key every
+    /// `restart_interval` entries (at least 1).
     pub fn new(restart_interval: usize) -> Self {
+        Self::with_encoding(restart_interval, DataBlockEncoding::Prefix)
+    }
+
+    /// A builder of `encoding` entries with a restart every `restart_interval` entries.
+    pub fn with_encoding(restart_interval: usize, encoding: DataBlockEncoding) -> Self {
         BlockBuilder {
             buf: Vec::new(),
             restarts: Vec::new(),
@@ -31,14 +40,27 @@ impl BlockBuilder {
             since_restart: 0,
             last_key: Vec::new(),
             entries: 0,
+            encoding,
         }
     }
 
-    /// Append an entry. Keys must come in increasing order; the writer checks that.
+    /// Append an entry. Keys must come in increasing order; the writer checks that, and that
+    /// they are whole cell keys when the encoding is DIFF.
     pub fn add(&mut self, key: &[u8], value: &[u8], tags: &[u8]) {
-        let shared = if self.since_restart == 0 || self.since_restart >= self.restart_interval {
+        let restart = self.since_restart == 0 || self.since_restart >= self.restart_interval;
+        if restart {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;
+        }
+        if self.encoding == DataBlockEncoding::Diff {
+            put_diff_entry(&mut self.buf, &self.last_key, restart, key, value, tags);
+            self.last_key.clear();
+            self.last_key.extend_from_slice(key);
+            self.since_restart += 1;
+            self.entries += 1;
+            return;
+        }
+        let shared = if restart {
             0
         } else {
             self.last_key

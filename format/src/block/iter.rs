@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use super::encoding::{decode_diff_entry, DataBlockEncoding};
 use crate::cell::KeyRef;
 use crate::coding::Cursor;
 use crate::error::{malformed, Malformed};
@@ -13,11 +14,23 @@ pub struct Block {
     data: Vec<u8>,
     restarts_offset: usize,
     num_restarts: usize,
+    encoding: DataBlockEncoding,
 }
 
 impl Block {
-    /// Check the restart array of a raw payload and wrap it.
+    /// Check the restart array of a raw payload of [`DataBlockEncoding::Prefix`] entries (every
+    /// index block, and the data blocks of files that use it) and wrap it.
     pub fn new(data: Vec<u8>) -> Result<Self, Malformed> {
+        Self::with_encoding(data, DataBlockEncoding::Prefix)
+    }
+
+    /// The encoding of the block's entries.
+    pub fn encoding(&self) -> DataBlockEncoding {
+        self.encoding
+    }
+
+    /// Check the restart array of a raw payload whose entries use `encoding` and wrap it.
+    pub fn with_encoding(data: Vec<u8>, encoding: DataBlockEncoding) -> Result<Self, Malformed> {
         let Some(count_at) = data.len().checked_sub(4) else {
             return malformed(format!(
                 "block payload of {} bytes has no restart count",
@@ -37,6 +50,7 @@ impl Block {
             data,
             restarts_offset,
             num_restarts,
+            encoding,
         };
         if num_restarts == 0 && restarts_offset != 0 {
             return malformed("block has entries but no restart points");
@@ -64,11 +78,24 @@ impl Block {
         Ok(Cursor::new(bytes).u32("restart point")? as usize)
     }
 
-    /// The whole key stored at restart point `i` (a restart entry shares nothing), borrowed
-    /// from the block: binary search probes without allocating.
-    fn restart_key(&self, i: usize) -> Result<&[u8], Malformed> {
+    /// The whole key of the entry at restart point `i` (a restart entry shares nothing):
+    /// borrowed from the block when stored whole, else rebuilt in `scratch`, so binary search
+    /// probes do not allocate.
+    fn restart_key<'s>(
+        &'s self,
+        i: usize,
+        scratch: &'s mut Vec<u8>,
+    ) -> Result<&'s [u8], Malformed> {
         let off = self.restart(i)?;
         let region = self.data.get(off..self.restarts_offset).unwrap_or_default();
+        if self.encoding == DataBlockEncoding::Diff {
+            if region.first() != Some(&0) {
+                return malformed(format!("restart entry at {off} shares bytes"));
+            }
+            decode_diff_entry(region, scratch)
+                .map_err(|m| Malformed(format!("entry at {off}: {}", m.0)))?;
+            return Ok(scratch);
+        }
         let mut c = Cursor::new(region);
         let shared = c.varint32("entry shared length")?;
         if shared != 0 {
@@ -102,6 +129,30 @@ impl Block {
             .data
             .get(offset..self.restarts_offset)
             .unwrap_or_default();
+        let (entry, next) = match self.encoding {
+            DataBlockEncoding::Prefix => self.decode_prefix(offset, region, key)?,
+            DataBlockEncoding::Diff => {
+                let d = decode_diff_entry(region, key)
+                    .map_err(|m| Malformed(format!("entry at {offset}: {}", m.0)))?;
+                let at = |(a, b): (usize, usize)| (offset + a, offset + b);
+                let entry = Entry {
+                    offset,
+                    value: at(d.value),
+                    tags: at(d.tags),
+                };
+                (entry, offset + d.next)
+            }
+        };
+        KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
+        Ok((entry, next))
+    }
+
+    fn decode_prefix(
+        &self,
+        offset: usize,
+        region: &[u8],
+        key: &mut Vec<u8>,
+    ) -> Result<(Entry, usize), Malformed> {
         let mut c = Cursor::new(region);
         let shared = c.varint32("entry shared length")? as usize;
         let unshared = c.varint32("entry unshared length")? as usize;
@@ -119,7 +170,6 @@ impl Block {
         c.take(tags_len, "entry tags")?;
         key.truncate(shared);
         key.extend_from_slice(delta);
-        KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
         let entry = Entry {
             offset,
             value: (value_start, value_start + value_len),
@@ -171,6 +221,8 @@ pub struct BlockIter {
     back: Vec<BackEntry>,
     /// The whole keys of `back`, concatenated.
     back_keys: Vec<u8>,
+    /// Where a binary search rebuilds the restart keys of a DIFF block.
+    scratch: Vec<u8>,
 }
 
 impl BlockIter {
@@ -185,6 +237,7 @@ impl BlockIter {
             valid: false,
             back: Vec::new(),
             back_keys: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -359,7 +412,7 @@ impl BlockIter {
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            let k = self.block.restart_key(mid)?;
+            let k = self.block.restart_key(mid, &mut self.scratch)?;
             if cmp_to(k, target) == Ordering::Less {
                 lo = mid;
             } else {

@@ -11,9 +11,11 @@
 //! follows it.
 
 mod builder;
+mod encoding;
 mod iter;
 
 pub use builder::BlockBuilder;
+pub use encoding::DataBlockEncoding;
 pub use iter::{Block, BlockIter, Entry};
 
 use crate::checksum::block_checksum;

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cellar_format::block::{seal_block, Block, BlockBuilder, BlockIter, Envelope};
+use cellar_format::block::{
+    seal_block, Block, BlockBuilder, BlockIter, DataBlockEncoding, Envelope,
+};
 use cellar_format::bloom::{BloomConfig, BloomMeta};
 use cellar_format::checksum::{block_checksum, plain_checksum, ChecksumType};
 use cellar_format::error::Region;
@@ -159,12 +161,22 @@ pub fn write_file(cells: &[Cell], opts: WriterOptions) -> Vec<u8> {
 
 /// The file most malformed-input tests damage: 60 rows (~250 cells) in many small data blocks,
 /// some LZ4-compressed and some stored raw, two index levels, a ROW bloom in several chunks.
+/// Its data blocks are PREFIX encoded, the layout [`parse_block`] takes apart field by field;
+/// [`sample_file_diff`] is the same file with DIFF data blocks.
 pub fn sample_file() -> (Vec<Cell>, Vec<u8>) {
+    sample_file_with(DataBlockEncoding::Prefix)
+}
+
+/// [`sample_file`] with DIFF data blocks (the writer's default).
+pub fn sample_file_diff() -> (Vec<Cell>, Vec<u8>) {
+    sample_file_with(DataBlockEncoding::Diff)
+}
+
+fn sample_file_with(encoding: DataBlockEncoding) -> (Vec<Cell>, Vec<u8>) {
     let cells = sample_cells(60, 24);
-    let bytes = write_file(
-        &cells,
-        options(400, 1024, 2, CompressionType::Lz4, BloomType::Row, 16),
-    );
+    let mut o = options(400, 1024, 2, CompressionType::Lz4, BloomType::Row, 16);
+    o.data_block_encoding = encoding;
+    let bytes = write_file(&cells, o);
     (cells, bytes)
 }
 
@@ -596,6 +608,12 @@ pub struct Placed {
 /// file info (no bloom) and trailer are all truthful, so the only thing wrong with the file is
 /// what the blocks themselves contain (or the padding).
 pub fn craft_file(blocks: &[CraftBlock], padding: &[usize]) -> Vec<u8> {
+    craft_file_as(blocks, padding, FormatVersion::CURRENT)
+}
+
+/// [`craft_file`] with the trailer and file info saying `version` (the blocks are PREFIX
+/// encoded, which every version reads).
+pub fn craft_file_as(blocks: &[CraftBlock], padding: &[usize], version: FormatVersion) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut placed = Vec::new();
     for (i, cells) in blocks.iter().enumerate() {
@@ -613,7 +631,7 @@ pub fn craft_file(blocks: &[CraftBlock], padding: &[usize]) -> Vec<u8> {
         });
         bytes.extend_from_slice(&stored);
     }
-    finish_crafted(bytes, &placed)
+    finish_crafted_as(bytes, &placed, version)
 }
 
 /// The raw payload of a crafted data block (restart interval 4, no tags).
@@ -627,7 +645,12 @@ pub fn raw_data_block(cells: &CraftBlock) -> Vec<u8> {
 
 /// Append a truthful root index (one entry per placed block, separator = its last key), file
 /// info and trailer to `bytes`, which already holds the data blocks.
-pub fn finish_crafted(mut bytes: Vec<u8>, placed: &[Placed]) -> Vec<u8> {
+pub fn finish_crafted(bytes: Vec<u8>, placed: &[Placed]) -> Vec<u8> {
+    finish_crafted_as(bytes, placed, FormatVersion::CURRENT)
+}
+
+/// [`finish_crafted`] for a file of format `version`.
+pub fn finish_crafted_as(mut bytes: Vec<u8>, placed: &[Placed], version: FormatVersion) -> Vec<u8> {
     let mut info = FileInfo {
         min_timestamp: u64::MAX,
         ..FileInfo::default()
@@ -681,7 +704,7 @@ pub fn finish_crafted(mut bytes: Vec<u8>, placed: &[Placed]) -> Vec<u8> {
     info.bloom_type = BloomType::None;
     info.data_block_encoding = "PREFIX".into();
     info.family = b"cf".to_vec();
-    info.format_version = FormatVersion::CURRENT.0;
+    info.format_version = version.0;
     let fi_off = bytes.len() as u64;
     let fi_stored = seal(
         &info.encode(),
@@ -702,7 +725,7 @@ pub fn finish_crafted(mut bytes: Vec<u8>, placed: &[Placed]) -> Vec<u8> {
         bloom_meta: None,
         index_levels: 1,
         checksum_type: ChecksumType::Crc32c,
-        version: FormatVersion::CURRENT,
+        version,
     };
     bytes.extend_from_slice(&t.encode());
     bytes

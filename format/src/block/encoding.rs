@@ -1,0 +1,234 @@
+//! Data block encodings: how an entry of a data block stores its cell key (SPEC.md §4.3, §4.4).
+//!
+//! `PREFIX` (every version) stores the whole encoded key, prefix-compressed against the
+//! previous entry's:
+//! ```text
+//! entry := shared varint32 | unshared varint32 | value_len varint32 | tags_len varint32
+//!          | key_delta[unshared] | value[value_len] | tags[tags_len]
+//! ```
+//! `DIFF` (format version 2) prefix-compresses only the key's coordinates (row length, row,
+//! family length, family, qualifier) and stores the 17-byte suffix as a flags byte and
+//! differences, as HBase's DIFF/FAST_DIFF encodings do:
+//! ```text
+//! entry := shared varint32 | unshared varint32 | value_len varint32 | flags u8
+//!          | [tags_len varint32]          (flags bit 7)
+//!          | coords_delta[unshared]
+//!          | [ts_delta varint64]          (absent when flags bit 6: equal to the base)
+//!          | [seq_delta varint64]         (absent when flags bit 5: equal to the base)
+//!          | value[value_len] | tags[tags_len]
+//! flags  := bits 0..=4: the type code | bit 5: seq = base | bit 6: ts = base | bit 7: tags
+//! ```
+//! The base of an entry whose `shared` is 0 (every restart entry, and any entry sharing
+//! nothing) is timestamp 0 and sequence number 0; otherwise it is the previous entry's.
+//! A delta is the wrapping difference from the base, zigzag-encoded: `zz(d) = (d << 1) ^ (d >>
+//! 63)` over `d` as an `i64`.
+//!
+//! Why: the suffix is 17 of the ~37 key bytes of a typical cell and is never shared with the
+//! neighbour's (the row or qualifier differs first), but a block's cells were written close
+//! together in time and sequence, so their differences fit in 2–4 bytes. On the comparison
+//! load (16-byte rows, 100-byte values) an entry shrinks from 129 to about 118 bytes.
+
+use crate::cell::KEY_SUFFIX_LEN;
+use crate::coding::{put_varint32, put_varint64, Cursor};
+use crate::error::{malformed, Malformed};
+
+/// How a block's entries store their keys. Index blocks are always [`DataBlockEncoding::Prefix`];
+/// a file's data blocks use the encoding its file info names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DataBlockEncoding {
+    /// Whole keys, prefix-compressed (format version 1's only encoding).
+    #[default]
+    Prefix,
+    /// Coordinates prefix-compressed, timestamp and sequence number as differences.
+    Diff,
+}
+
+impl DataBlockEncoding {
+    /// The name stored in file info (`PREFIX`, `DIFF`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DataBlockEncoding::Prefix => "PREFIX",
+            DataBlockEncoding::Diff => "DIFF",
+        }
+    }
+
+    /// Parse [`DataBlockEncoding::name`] (case-insensitive).
+    pub fn from_name(s: &str) -> Option<Self> {
+        [DataBlockEncoding::Prefix, DataBlockEncoding::Diff]
+            .into_iter()
+            .find(|e| e.name().eq_ignore_ascii_case(s))
+    }
+}
+
+impl std::fmt::Display for DataBlockEncoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+const TYPE_MASK: u8 = 0x1f;
+const SAME_SEQ: u8 = 0x20;
+const SAME_TS: u8 = 0x40;
+const HAS_TAGS: u8 = 0x80;
+
+fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+/// The suffix fields of a whole encoded key (timestamp, type, seq); `None` when the key is too
+/// short to have one.
+fn suffix_of(key: &[u8]) -> Option<(u64, u8, u64)> {
+    let at = key.len().checked_sub(KEY_SUFFIX_LEN)?;
+    let s = key.get(at..)?;
+    let ts = u64::from_le_bytes(s.get(..8)?.try_into().ok()?);
+    let ty = *s.get(8)?;
+    let seq = u64::from_le_bytes(s.get(9..17)?.try_into().ok()?);
+    Some((ts, ty, seq))
+}
+
+/// Append one DIFF entry for `key` (a whole encoded key, already validated by the writer)
+/// after `prev` (the previous entry's whole key; empty at a restart).
+pub(crate) fn put_diff_entry(
+    out: &mut Vec<u8>,
+    prev: &[u8],
+    restart: bool,
+    key: &[u8],
+    value: &[u8],
+    tags: &[u8],
+) {
+    let coords_len = key.len().saturating_sub(KEY_SUFFIX_LEN);
+    let coords = key.get(..coords_len).unwrap_or_default();
+    let (ts, ty, seq) = suffix_of(key).unwrap_or((0, 0, 0));
+    let prev_coords = prev
+        .get(..prev.len().saturating_sub(KEY_SUFFIX_LEN))
+        .unwrap_or_default();
+    let shared = if restart {
+        0
+    } else {
+        prev_coords
+            .iter()
+            .zip(coords)
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let (base_ts, base_seq) = if shared == 0 {
+        (0, 0)
+    } else {
+        suffix_of(prev).map_or((0, 0), |(t, _, s)| (t, s))
+    };
+    let mut flags = ty & TYPE_MASK;
+    if ts == base_ts {
+        flags |= SAME_TS;
+    }
+    if seq == base_seq {
+        flags |= SAME_SEQ;
+    }
+    if !tags.is_empty() {
+        flags |= HAS_TAGS;
+    }
+    let delta = coords.get(shared..).unwrap_or_default();
+    put_varint32(out, shared as u32);
+    put_varint32(out, delta.len() as u32);
+    put_varint32(out, value.len() as u32);
+    out.push(flags);
+    if !tags.is_empty() {
+        put_varint32(out, tags.len() as u32);
+    }
+    out.extend_from_slice(delta);
+    if ts != base_ts {
+        put_varint64(out, zigzag(ts.wrapping_sub(base_ts)));
+    }
+    if seq != base_seq {
+        put_varint64(out, zigzag(seq.wrapping_sub(base_seq)));
+    }
+    out.extend_from_slice(value);
+    out.extend_from_slice(tags);
+}
+
+/// Where a decoded entry's value and tags lie in its region, and where the next entry starts
+/// (all relative to the start of the region passed in).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decoded {
+    pub value: (usize, usize),
+    pub tags: (usize, usize),
+    pub next: usize,
+}
+
+/// Decode the DIFF entry at the start of `region`, given in `key` the previous entry's whole
+/// key (anything when the entry shares nothing), and leave in `key` this entry's whole key.
+/// The caller validates the key.
+pub(crate) fn decode_diff_entry(region: &[u8], key: &mut Vec<u8>) -> Result<Decoded, Malformed> {
+    let mut c = Cursor::new(region);
+    let shared = c.varint32("entry shared length")? as usize;
+    let unshared = c.varint32("entry unshared length")? as usize;
+    let value_len = c.varint32("entry value length")? as usize;
+    let flags = c.u8("entry flags")?;
+    let tags_len = if flags & HAS_TAGS != 0 {
+        c.varint32("entry tags length")? as usize
+    } else {
+        0
+    };
+    let (base_ts, base_seq) = if shared == 0 {
+        (0, 0)
+    } else {
+        let prev_coords = key.len().saturating_sub(KEY_SUFFIX_LEN);
+        if key.len() < KEY_SUFFIX_LEN || shared > prev_coords {
+            return malformed(format!(
+                "entry shares {shared} bytes of a previous key with {prev_coords} bytes of coordinates"
+            ));
+        }
+        suffix_of(key).map_or((0, 0), |(t, _, s)| (t, s))
+    };
+    let delta = c.take(unshared, "entry key")?;
+    let ts = if flags & SAME_TS != 0 {
+        base_ts
+    } else {
+        base_ts.wrapping_add(unzigzag(c.varint64("entry timestamp delta")?))
+    };
+    let seq = if flags & SAME_SEQ != 0 {
+        base_seq
+    } else {
+        base_seq.wrapping_add(unzigzag(c.varint64("entry sequence delta")?))
+    };
+    let value_start = c.position();
+    c.take(value_len, "entry value")?;
+    c.take(tags_len, "entry tags")?;
+    key.truncate(shared);
+    key.extend_from_slice(delta);
+    key.extend_from_slice(&ts.to_le_bytes());
+    key.push(flags & TYPE_MASK);
+    key.extend_from_slice(&seq.to_le_bytes());
+    Ok(Decoded {
+        value: (value_start, value_start + value_len),
+        tags: (value_start + value_len, value_start + value_len + tags_len),
+        next: c.position(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag_round_trips_every_difference() {
+        for (a, b) in [
+            (0u64, 0u64),
+            (5, 3),
+            (3, 5),
+            (0, u64::MAX),
+            (u64::MAX, 0),
+            (1 << 63, 1),
+            (1_795_511_869_751, 1_795_511_852_761),
+        ] {
+            let d = a.wrapping_sub(b);
+            assert_eq!(b.wrapping_add(unzigzag(zigzag(d))), a);
+        }
+        assert_eq!(zigzag(1), 2);
+        assert_eq!(zigzag((-1i64) as u64), 1);
+    }
+}
