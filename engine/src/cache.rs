@@ -10,17 +10,24 @@
 //! only gives its bytes back early. For the same reason a cache belongs to one database: two
 //! databases number their files independently.
 //!
-//! **Priority.** Index and bloom blocks (the "meta" blocks) live in their own pool, reserved a
-//! share of the capacity ([`Options::block_cache_meta_ratio`], default 1/4); data blocks live in
-//! the rest. Data-block churn (a large scan, random Gets over a data set larger than the cache)
-//! therefore can never evict a meta block, which every Get needs before it can touch a data
-//! block: a lost bloom chunk costs a read on every negative probe of the file. This is HBase's
-//! CombinedBlockCache (index and bloom in L1, data in L2) inside one byte budget. The price is
-//! that unused meta space is not lent to data blocks. Index plus bloom blocks are about 1–4% of
-//! the data (10 bits per key is ~1.25 bytes per cell, one index entry per 64 KiB block), so a
-//! quarter of the cache holds the meta blocks of a data set 6–25 times the cache's size, and
-//! the data pool keeps three quarters. A ratio of 0 gives one shared pool, where only S3-FIFO's
-//! frequency bias protects meta blocks. `tests::meta_pool_survives_data_churn` measures both
+//! **Priority.** Index and bloom blocks (the "meta" blocks) live in their own pool, which may
+//! grow to a share of the capacity ([`Options::block_cache_meta_ratio`], default 1/4); data
+//! blocks live in the rest. Data-block churn (a large scan, random Gets over a data set larger
+//! than the cache) therefore can never evict a meta block, which every Get needs before it can
+//! touch a data block: a lost bloom chunk costs a read on every negative probe of the file.
+//! This is HBase's CombinedBlockCache (index and bloom in L1, data in L2) inside one byte
+//! budget. Index plus bloom blocks are about 1–4% of the data (10 bits per key is ~1.25 bytes
+//! per cell, one index entry per data block), so a quarter of the cache holds the meta blocks
+//! of a data set 6–25 times the cache's size.
+//!
+//! **The split follows use.** The meta pool starts at a floor (one [`MIN_SHARD_BYTES`] per
+//! shard) and grows in steps when a meta block would not fit, up to its share; when files are
+//! deleted and it is less than half full it gives the space back. Data blocks get whatever the
+//! meta pool does not hold: with a data set about the cache's size (the comparison's 2M keys:
+//! ~6 MiB of meta blocks in a 256 MiB cache), a fixed quarter left data blocks 192 MiB and
+//! every fourth Get read a block from the file, where RocksDB (index and filters outside its
+//! cache) gave its data the whole 256 MiB. A ratio of 0 gives one shared pool, where only
+//! S3-FIFO's frequency bias protects meta blocks. `tests::meta_pool_survives_data_churn` measures both
 //! with 200 index blocks and a data working set 4× an 8 MiB cache: under a scan (one pass) the
 //! index hit ratio is 1.000 split / 0.976 shared, since S3-FIFO already evicts one-hit blocks
 //! first; under random Gets it is 1.000 split / 0.743 shared, for a data hit ratio of 0.177 /
@@ -236,11 +243,25 @@ impl Lifecycle<BlockKey, Entry> for BlockEvict {
 
 type Pool = Cache<BlockKey, Entry, BlockWeighter, DefaultHashBuilder, BlockEvict>;
 
-/// A pool and the heaviest entry its shards admit.
+/// A pool of blocks.
 #[derive(Debug)]
 struct PoolOf {
     cache: Pool,
-    max_entry: u64,
+}
+
+impl PoolOf {
+    /// The heaviest entry its shards admit now (a hair under quick_cache's own limit, which
+    /// set_capacity may round down by a byte).
+    fn max_entry(&self) -> u64 {
+        (self.cache.shard_capacity() as f64 * (HOT_ALLOCATION - 0.005)) as u64
+    }
+
+    /// Resize to `bytes` (rounded down to a multiple of the shard count, see
+    /// [`strict_capacity`]); evicts when shrinking.
+    fn resize(&self, bytes: u64) {
+        let n = self.cache.num_shards() as u64;
+        self.cache.set_capacity(bytes / n * n);
+    }
 }
 
 /// Shards for a pool of `capacity` bytes: up to 4 per core, each at least [`MIN_SHARD_BYTES`].
@@ -268,9 +289,14 @@ fn new_pool(capacity: u64, counters: &Arc<[KindCounters; 3]>) -> Option<PoolOf> 
     }));
     let cache = Cache::with_options(opts, BlockWeighter, DefaultHashBuilder::default(), evict);
     strict_capacity(&cache, capacity);
-    // A hair under quick_cache's own limit, which set_capacity may round down by a byte.
-    let max_entry = (cache.shard_capacity() as f64 * (HOT_ALLOCATION - 0.005)) as u64;
-    Some(PoolOf { cache, max_entry })
+    Some(PoolOf { cache })
+}
+
+/// Whether a pool should grow before taking `needed` more bytes. Shards fill unevenly (a
+/// pool of a few 1 MiB shards holding 64 KiB blocks starts evicting in its fullest shard at
+/// about two thirds of its total), so a pool counts as full at 70%.
+fn needs_room(p: &PoolOf, needed: u64) -> bool {
+    (p.cache.weight() + needed) * 10 > p.cache.capacity() * 7
 }
 
 /// quick_cache gives each shard `ceil(capacity / shards)`: round down so the shards' sum never
@@ -296,6 +322,16 @@ pub struct ShardedBlockCache {
     data: Option<PoolOf>,
     meta: Option<PoolOf>,
     counters: Arc<[KindCounters; 3]>,
+    /// Bytes of both pools together: moving space between them keeps the sum.
+    total: u64,
+    /// The meta pool's smallest and largest capacities (module docs: the split follows use).
+    meta_floor: u64,
+    meta_limit: u64,
+    /// Held while space moves between the pools.
+    resizing: parking_lot::Mutex<()>,
+    /// Meta evictions counted when the meta pool last grew: more since means it is full
+    /// somewhere (a shard) whatever its total says.
+    meta_evictions_seen: AtomicU64,
 }
 
 impl ShardedBlockCache {
@@ -308,20 +344,88 @@ impl ShardedBlockCache {
         } else {
             0.0
         };
-        let meta_bytes = (capacity as f64 * ratio) as u64;
-        let (data, meta) = if meta_bytes == 0 {
+        let meta_limit = (capacity as f64 * ratio) as u64;
+        let (data, meta) = if meta_limit == 0 {
             (new_pool(capacity, &counters), None)
         } else {
             (
-                new_pool(capacity - meta_bytes, &counters),
-                new_pool(meta_bytes, &counters),
+                new_pool(capacity - meta_limit, &counters),
+                new_pool(meta_limit, &counters),
             )
         };
-        ShardedBlockCache {
-            data: data.filter(|p| p.cache.capacity() > 0),
-            meta: meta.filter(|p| p.cache.capacity() > 0),
+        let data = data.filter(|p| p.cache.capacity() > 0);
+        let meta = meta.filter(|p| p.cache.capacity() > 0);
+        // The data pool was built for its smallest size so its shards stay large enough;
+        // it gets the meta pool's unused share now.
+        let meta_floor = meta.as_ref().map_or(0, |m| {
+            (m.cache.num_shards() as u64 * MIN_SHARD_BYTES).min(m.cache.capacity())
+        });
+        let total = data.as_ref().map_or(0, |p| p.cache.capacity())
+            + meta.as_ref().map_or(0, |p| p.cache.capacity());
+        let c = ShardedBlockCache {
+            data,
+            meta,
             counters,
+            total,
+            meta_floor,
+            meta_limit: meta_floor.max(meta_limit.min(total)),
+            resizing: parking_lot::Mutex::new(()),
+            meta_evictions_seen: AtomicU64::new(0),
+        };
+        if let (Some(d), Some(m)) = (&c.data, &c.meta) {
+            m.resize(c.meta_floor);
+            d.resize(c.total - m.cache.capacity());
         }
+        c
+    }
+
+    /// Give the meta pool room for `needed` more bytes, up to its limit, taking it from the
+    /// data pool (which evicts to fit). Skipped when another thread is moving space: the meta
+    /// insert then evicts within its pool, as a full pool does.
+    fn grow_meta(&self, meta: &PoolOf, needed: u64) {
+        let Some(data) = &self.data else { return };
+        let Some(_g) = self.resizing.try_lock() else {
+            return;
+        };
+        let cap = meta.cache.capacity();
+        if !(needs_room(meta, needed) || self.meta_evicted()) || cap >= self.meta_limit {
+            return;
+        }
+        self.meta_evictions_seen
+            .store(self.meta_evictions(), Ordering::Relaxed);
+        // Steps of a quarter (at least the floor): a growing data set resizes rarely.
+        let step = (cap / 4).max(self.meta_floor);
+        let want = (meta.cache.weight() + needed).max(cap) + step;
+        let new = want.min(self.meta_limit);
+        data.resize(self.total - new);
+        meta.resize(new);
+    }
+
+    fn meta_evictions(&self) -> u64 {
+        [BlockKind::Index, BlockKind::Bloom]
+            .iter()
+            .map(|k| self.counters[k.slot()].evictions.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn meta_evicted(&self) -> bool {
+        self.meta_evictions() > self.meta_evictions_seen.load(Ordering::Relaxed)
+    }
+
+    /// After files were dropped: a meta pool less than half full gives space back to data.
+    fn shrink_meta(&self) {
+        let (Some(data), Some(meta)) = (&self.data, &self.meta) else {
+            return;
+        };
+        let _g = self.resizing.lock();
+        let cap = meta.cache.capacity();
+        let used = meta.cache.weight();
+        if cap <= self.meta_floor || used * 2 >= cap {
+            return;
+        }
+        let new = (used + used / 2).max(self.meta_floor).min(cap);
+        meta.resize(new);
+        data.resize(self.total - meta.cache.capacity());
     }
 
     fn pool(&self, kind: BlockKind) -> Option<&PoolOf> {
@@ -360,6 +464,7 @@ impl ShardedBlockCache {
         for p in self.pools() {
             p.cache.retain(|(id, _), _| !numbers.contains(id));
         }
+        self.shrink_meta();
     }
 
     /// Counters and gauges.
@@ -412,7 +517,15 @@ impl BlockCache for ShardedBlockCache {
         let Some(pool) = self.pool(kind) else {
             return;
         };
-        if block_weight(&block) > pool.max_entry {
+        let weight = block_weight(&block);
+        if kind.is_meta() && self.data.is_some() {
+            if let Some(m) = &self.meta {
+                if needs_room(m, weight) || self.meta_evicted() {
+                    self.grow_meta(m, weight);
+                }
+            }
+        }
+        if weight > pool.max_entry() {
             c.rejected.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -682,6 +795,49 @@ mod tests {
             assert!(split_ix > 0.99, "the meta pool loses nothing to data churn");
             assert!(split_ix >= shared_ix);
         }
+    }
+
+    /// The meta pool starts at its floor, grows when meta blocks need room (the data pool
+    /// shrinking by as much), never past its share, and gives the space back when the files
+    /// go; the two pools always sum to the capacity.
+    #[test]
+    fn meta_space_follows_use_and_data_gets_the_rest() {
+        let cap = 64 << 20;
+        let c = ShardedBlockCache::new(cap, 0.25);
+        let s0 = c.stats();
+        assert_eq!(s0.capacity, c.total);
+        assert!(s0.capacity <= cap && s0.capacity > cap - (1 << 10));
+        assert!(s0.meta_capacity < cap / 4, "{s0:?}");
+        let data_cap = |c: &ShardedBlockCache| c.data.as_ref().unwrap().cache.capacity();
+        assert_eq!(data_cap(&c) + s0.meta_capacity, s0.capacity);
+        // 12 MiB of index blocks in files 1..=3: more than the floor, less than the share.
+        let mut offset = 0;
+        for file in 1..=3u64 {
+            for _ in 0..64 {
+                c.insert(file, offset, BlockType::LeafIndex, keyed(64 << 10));
+                offset += 1;
+            }
+        }
+        let s1 = c.stats();
+        assert!(s1.meta_capacity > s0.meta_capacity, "{s1:?}");
+        assert!(s1.meta_capacity <= cap / 4);
+        assert_eq!(data_cap(&c) + s1.meta_capacity, s1.capacity);
+        // A shard can fill before the pool looks full: a few evictions, then it grows.
+        assert!(s1.index.evictions <= 8, "{s1:?}");
+        // Far more than the share: the pool stops at it and evicts within itself.
+        for _ in 0..600 {
+            c.insert(9, offset, BlockType::BloomChunk, bloom(64 << 10));
+            offset += 1;
+        }
+        let s2 = c.stats();
+        assert!(s2.meta_capacity <= cap / 4 && s2.meta_capacity >= cap / 4 - (1 << 20));
+        assert!(s2.meta_usage <= s2.meta_capacity);
+        // The files go: space returns to data.
+        c.evict_files(&[1, 2, 3, 9]);
+        let s3 = c.stats();
+        assert_eq!(s3.meta_usage, 0);
+        assert_eq!(s3.meta_capacity, s0.meta_capacity);
+        assert_eq!(data_cap(&c) + s3.meta_capacity, s3.capacity);
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub struct Options {
     /// half of the default [`Options::memory_budget`] of 512 MiB, whose other half is the
     /// memstores' stop limit (4 × the 64 MiB write buffer).
     pub block_cache_bytes: usize,
-    /// Share of `block_cache_bytes` reserved for index and bloom blocks, which data blocks
-    /// cannot evict (default 0.25; 0 shares one pool). See [`crate::cache`].
+    /// Most of `block_cache_bytes` index and bloom blocks may hold, in a pool data blocks
+    /// cannot evict (default 0.25; 0 shares one pool). The pool holds only what it uses (from
+    /// a floor of 1 MiB per shard); data blocks get the rest. See [`crate::cache`].
     pub block_cache_meta_ratio: f64,
     /// Most HFiles kept open at once (default 1000, LevelDB's default; with the WAL, the
     /// manifest and readers still in use after eviction the process needs a few more
