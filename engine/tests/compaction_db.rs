@@ -499,3 +499,60 @@ fn sigkill_during_compaction_loses_nothing_and_leaves_no_orphans() {
         drop(db);
     }
 }
+
+/// LevelDB's seek compaction: after writes leave L0 files below the compaction trigger, Gets
+/// that each have to search an L0 file and a file below it spend the L0 file's budget, and the
+/// file is then compacted down although nothing else is due. Reads return the same before,
+/// during and after.
+#[test]
+fn gets_that_search_two_files_compact_l0_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small_opts(1);
+    // One flush per generation of writes, and flushes alone never reach the L0 trigger.
+    o.write_buffer_size = 4 << 20;
+    o.compaction.max_bytes_for_level_base = 64 << 20;
+    o.compaction.level0_file_num_compaction_trigger = 8;
+    o.compaction.level0_slowdown_writes_trigger = 20;
+    o.compaction.level0_stop_writes_trigger = 30;
+    let db = open_table(dir.path(), o, FamilyDescriptor::new("f").max_versions(1));
+    let t = db.table("t").unwrap();
+    let rows = 2_000u64;
+    for gen in 0..2 {
+        for i in 0..rows {
+            t.put(Put::new(key(i)).add("f", "q", value(i, gen)))
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let l0 = |db: &Db| db.stats().compaction.levels[0].files;
+    assert_eq!(l0(&db), 2, "two flushes, no compaction yet");
+    let seek = |db: &Db| {
+        db.stats()
+            .compaction
+            .by_reason
+            .get("seek")
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(seek(&db), 0);
+    // Every row is in both L0 files: each Get searches two and charges the newer. Its budget
+    // is at least 100 Gets.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 0u64;
+    while seek(&db) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no seek compaction after {i} Gets"
+        );
+        let r = t.get(&Get::new(key(i % rows))).unwrap().unwrap();
+        assert_eq!(r.value("f", "q").unwrap(), value(i % rows, 1).as_bytes());
+        i += 1;
+    }
+    db.wait_for_compactions().unwrap();
+    assert_eq!(l0(&db), 0, "L0 was not compacted away");
+    for i in 0..rows {
+        let r = t.get(&Get::new(key(i))).unwrap().unwrap();
+        assert_eq!(r.value("f", "q").unwrap(), value(i, 1).as_bytes());
+    }
+}

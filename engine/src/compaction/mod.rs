@@ -131,6 +131,8 @@ pub enum CompactionReason {
     PeriodicMajor,
     /// Asked for by `Db::major_compact`.
     Manual,
+    /// Gets kept having to search a file as well as another one (LevelDB's seek compaction).
+    Seek,
 }
 
 impl CompactionReason {
@@ -143,6 +145,7 @@ impl CompactionReason {
             CompactionReason::TombstoneDensity => "tombstone-density",
             CompactionReason::PeriodicMajor => "periodic-major",
             CompactionReason::Manual => "manual",
+            CompactionReason::Seek => "seek",
         }
     }
 }

@@ -195,6 +195,32 @@ pub fn pick(
     pick_periodic(version, &fams, opts, now_ms, busy)
 }
 
+/// A compaction for a file whose seek budget ran out (LevelDB's seek compaction, see
+/// `db/compact.rs`): L0 into the base level if it is in L0, else the file into the level
+/// below. `None` if the file is gone, in the last level, or the inputs are busy.
+pub fn pick_seek(
+    version: &Version,
+    family: FamilyId,
+    file: FileNumber,
+    opts: &CompactionOptions,
+    busy: &BTreeSet<FileNumber>,
+) -> Option<CompactionTask> {
+    let fam = Fam::new(version, family, opts, busy)?;
+    let (level, index) = fam
+        .levels
+        .iter()
+        .enumerate()
+        .find_map(|(l, files)| files.iter().position(|f| f.number == file).map(|i| (l, i)))?;
+    if busy.contains(&file) {
+        return None;
+    }
+    if level == 0 {
+        fam.l0_task(busy, CompactionReason::Seek)
+    } else {
+        fam.down_task(level, Some(index), busy, CompactionReason::Seek)
+    }
+}
+
 /// A major compaction of `family`: every file into the last level, bottommost, reason
 /// [`CompactionReason::Manual`]. `None` if the family has no files or any of them is busy.
 pub fn pick_major(

@@ -10,7 +10,7 @@
 //! A failed compaction removes its partial outputs and is retried later; only a failed manifest
 //! write poisons the database (the manifest may no longer match the files).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,6 +127,47 @@ pub struct CompactionStats {
     pub stall_micros: u64,
 }
 
+/// LevelDB's seek compaction: a Get that has to search two or more files (in HBase's model,
+/// every file whose bloom filter passes the row) charges the newest of them; a file that runs
+/// out of budget is compacted down when nothing else is due, so the cells it shares with older
+/// files meet in one. After a write-heavy phase, L0 is left with up to `level0_file_num_
+/// compaction_trigger - 1` files that every Get of a row in them pays for again; a read-heavy
+/// phase then folds them into the base level instead of paying forever. The budget is LevelDB's:
+/// one seek costs about what compacting 16 KiB does, so `size / 16 KiB`, at least 100.
+#[derive(Debug, Default)]
+pub(super) struct SeekBudgets {
+    shards: [Mutex<HashMap<FileNumber, i64>>; 16],
+}
+
+impl SeekBudgets {
+    fn budget(size: u64) -> i64 {
+        i64::try_from(size / (16 << 10))
+            .unwrap_or(i64::MAX)
+            .max(100)
+    }
+
+    fn shard(&self, file: FileNumber) -> &Mutex<HashMap<FileNumber, i64>> {
+        &self.shards[(file % 16) as usize]
+    }
+
+    /// Charge one search to `file`; true when this one exhausted its budget.
+    pub(super) fn charge(&self, file: &FileMeta) -> bool {
+        let mut m = self.shard(file.number).lock();
+        let left = m
+            .entry(file.number)
+            .or_insert_with(|| Self::budget(file.size));
+        *left -= 1;
+        *left == 0
+    }
+
+    /// Forget deleted files.
+    pub(super) fn forget(&self, files: &[FileNumber]) {
+        for &n in files {
+            self.shard(n).lock().remove(&n);
+        }
+    }
+}
+
 /// Bytes-per-second budget shared by the compaction threads.
 #[derive(Debug)]
 pub(super) struct RateLimiter {
@@ -202,13 +243,16 @@ impl DbInner {
                     }
                     let sv = self.sv();
                     let pols = Self::policies(&sv, &st.manual);
-                    let t = picker::pick(
+                    let mut t = picker::pick(
                         &sv.version,
                         &pols,
                         &self.opts.compaction,
                         now_ms(),
                         &st.busy,
                     );
+                    if t.is_none() {
+                        t = self.pick_seek(&sv, &st);
+                    }
                     drop(sv);
                     if let Some(t) = t {
                         st.busy.extend(t.input_files().map(|f| f.number));
@@ -229,6 +273,38 @@ impl DbInner {
             if failed {
                 self.compaction_cv.wait_for(&mut st, ERROR_BACKOFF);
             }
+        }
+    }
+
+    /// The compaction of the file whose seek budget ran out (see [`SeekBudgets`]), when
+    /// nothing else is due; the hint is dropped once it is taken or its file is gone.
+    fn pick_seek(&self, sv: &SuperVersion, st: &CompactState) -> Option<CompactionTask> {
+        let mut hint = self.seek_hint.lock();
+        let (family, file) = (*hint)?;
+        if !sv.families.contains_key(&family) {
+            *hint = None;
+            return None;
+        }
+        let t = picker::pick_seek(&sv.version, family, file, &self.opts.compaction, &st.busy);
+        let gone = !sv.version.all_files().any(|f| f.number == file);
+        if t.is_some() || gone {
+            *hint = None;
+        }
+        t
+    }
+
+    /// A Get searched `files` (two or more): charge the newest, and ask for its compaction
+    /// when its budget runs out.
+    pub(super) fn charge_seek(&self, files: &[Arc<FileMeta>]) {
+        let Some(first) = files.first() else { return };
+        if files.len() < 2 || !self.seek_budgets.charge(first) {
+            return;
+        }
+        let mut hint = self.seek_hint.lock();
+        if hint.is_none() {
+            *hint = Some((first.family, first.number));
+            drop(hint);
+            self.kick_compaction();
         }
     }
 

@@ -247,6 +247,9 @@ pub(crate) struct DbInner {
     /// Write pressure from compaction debt (see `compact::update_pressure`).
     pressure: AtomicU8,
     rate_limiter: compact::RateLimiter,
+    /// Seek compaction: what each file may still cost Gets, and the file due for it.
+    seek_budgets: compact::SeekBudgets,
+    seek_hint: Mutex<Option<(crate::types::FamilyId, FileNumber)>>,
 }
 
 /// What the WAL replay at open found.
@@ -830,6 +833,8 @@ impl DbInner {
             cstats: Mutex::new(CompactionStats::default()),
             pressure: AtomicU8::new(0),
             rate_limiter: compact::RateLimiter::new(opts_rate),
+            seek_budgets: compact::SeekBudgets::default(),
+            seek_hint: Mutex::new(None),
         };
         if replayed > 0 {
             // What the WAL held goes to files at once, so the segments can go.
@@ -935,6 +940,7 @@ impl DbInner {
         for &n in numbers {
             self.readers.evict(n);
         }
+        self.seek_budgets.forget(numbers);
         if let Some(c) = &self.block_cache {
             c.evict_files(numbers);
         }

@@ -95,6 +95,19 @@ impl DbInner {
         range: &TimeRange,
         single_row: bool,
     ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
+        self.candidate_files_with_meta(sv, families, span, range, single_row, None)
+    }
+
+    /// [`DbInner::candidate_files`], also collecting the chosen files' metadata in `metas`.
+    fn candidate_files_with_meta(
+        &self,
+        sv: &SuperVersion,
+        families: &[(u32, Option<Vec<u8>>)],
+        span: &RowSpan<'_>,
+        range: &TimeRange,
+        single_row: bool,
+        mut metas: Option<&mut Vec<Arc<FileMeta>>>,
+    ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
         let mut out = Vec::new();
         for (family, only_column) in families {
             let Some(levels) = sv.version.levels(*family) else {
@@ -126,6 +139,9 @@ impl DbInner {
                         }
                     }
                     out.push(r);
+                    if let Some(m) = metas.as_deref_mut() {
+                        m.push(f.clone());
+                    }
                 }
             }
         }
@@ -177,7 +193,16 @@ impl DbInner {
             inclusive_stop: true,
         };
         let now = now_ms();
-        let readers = self.candidate_files(&sv, &fams, &span, &get.time_range, true)?;
+        let mut searched = Vec::new();
+        let readers = self.candidate_files_with_meta(
+            &sv,
+            &fams,
+            &span,
+            &get.time_range,
+            true,
+            Some(&mut searched),
+        )?;
+        self.charge_seek(&searched);
         let mut merge = merge_over(&sv, &fams, &readers);
         merge.seek(&CellKey::first_on_row(&get.row).encode())?;
         let mut resolvers =
