@@ -332,9 +332,11 @@ impl<R: ReadAt> HFileReader<R> {
         let Some(meta) = &self.bloom else {
             return Ok(true);
         };
-        let mut key = Vec::new();
         match meta.bloom_type {
-            BloomType::Row | BloomType::RowPrefix(_) => {
+            // A ROW filter's key is the row itself: no copy per probe.
+            BloomType::Row => self.probe(row),
+            BloomType::RowPrefix(_) => {
+                let mut key = Vec::new();
                 meta.bloom_type.key(row, &[], &mut key);
                 self.probe(&key)
             }

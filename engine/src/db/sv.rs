@@ -2,8 +2,9 @@
 //! files (`Version`), and the schema — swapped as one `Arc` so a flush that turns a memstore
 //! into a file is seen either before or after, never half.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::manifest::{ManifestState, Version};
 use crate::memstore::MemStore;
@@ -40,11 +41,11 @@ impl TableInfo {
 /// See the module docs.
 #[derive(Debug, Clone)]
 pub(crate) struct SuperVersion {
-    pub mems: HashMap<FamilyId, FamilyMems>,
+    pub mems: FxHashMap<FamilyId, FamilyMems>,
     pub version: Arc<Version>,
-    pub tables: HashMap<TableName, Arc<TableInfo>>,
+    pub tables: FxHashMap<TableName, Arc<TableInfo>>,
     /// Family id → its descriptor (for flush settings and reads by id).
-    pub families: HashMap<FamilyId, FamilyDescriptor>,
+    pub families: FxHashMap<FamilyId, FamilyDescriptor>,
     /// The largest oldest-read-point any flush or compaction whose files this super-version
     /// holds judged its purges at: a file may lack versions that only a read point below this
     /// could see. A reader whose read point was taken before such a file was installed must
@@ -56,9 +57,9 @@ impl SuperVersion {
     /// A super-version for `state`, reusing the memstores of `prev` for families that still
     /// exist and giving new families empty ones.
     pub fn build(state: &ManifestState, prev: Option<&SuperVersion>) -> SuperVersion {
-        let mut tables = HashMap::new();
-        let mut families = HashMap::new();
-        let mut mems = HashMap::new();
+        let mut tables = FxHashMap::default();
+        let mut families = FxHashMap::default();
+        let mut mems = FxHashMap::default();
         for entry in state.tables().values() {
             let infos: Vec<FamilyInfo> = entry
                 .descriptor
