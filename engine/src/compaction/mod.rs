@@ -8,6 +8,7 @@
 //! Level targets grow by [`CompactionOptions::level_size_multiplier`] toward the last level,
 //! which is sized by the data (dynamic level bytes: the last level holds ~90% of it).
 
+pub mod cut;
 pub mod picker;
 pub mod purge;
 
@@ -32,6 +33,10 @@ pub struct CompactionOptions {
     pub level_size_multiplier: u64,
     /// Size at which compaction outputs are cut, at a row boundary (default 64 MiB).
     pub target_file_size: u64,
+    /// Cut compaction outputs where files of the level below them begin or end, once they hold
+    /// at least half the target, letting one grow to twice the target to reach such a
+    /// boundary (RocksDB's `level_compaction_dynamic_file_size`; [`cut`]); default true.
+    pub align_output_files: bool,
     /// Size the last level's target from the data actually there (RocksDB's
     /// `level_compaction_dynamic_level_bytes`, default true).
     pub dynamic_level_bytes: bool,
@@ -73,6 +78,7 @@ impl Default for CompactionOptions {
             level_size_multiplier: 10,
             target_file_size: target,
             dynamic_level_bytes: true,
+            align_output_files: true,
             max_compaction_bytes: 25 * target,
             periodic_major: Some(Duration::from_secs(7 * 24 * 3600)),
             periodic_major_jitter: 0.5,

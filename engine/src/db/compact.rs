@@ -22,6 +22,7 @@ use super::flush::{file_meta, NewHFile};
 use super::graveyard::Graveyard;
 use super::sv::SuperVersion;
 use super::DbInner;
+use crate::compaction::cut::OutputCutter;
 use crate::compaction::picker::{self, StallCause, WritePressure};
 use crate::compaction::purge::{Decision, DropCounts, DropReason, PurgeParams, Purger};
 use crate::compaction::{CompactionTask, FamilyPolicy};
@@ -593,6 +594,21 @@ impl DbInner {
                 .bottommost(task.bottommost)
                 .purge_delay(self.opts.compaction.purge_delay),
         );
+        // The files of the level below the outputs, to align the outputs' boundaries with
+        // (compaction::cut). A bottommost output has nothing below it in its range.
+        let below = task.output_level as usize + 1;
+        let grandparents =
+            if self.opts.compaction.align_output_files && !task.bottommost && below < NUM_LEVELS {
+                self.sv().version.files(task.family, below).to_vec()
+            } else {
+                Vec::new()
+            };
+        let mut cutter = OutputCutter::new(
+            &grandparents,
+            task.target_file_size,
+            self.opts.compaction.max_compaction_bytes,
+        );
+        drop(grandparents);
         let mut outputs: Vec<FileMeta> = Vec::new();
         let mut cur: Option<Output> = None;
         let mut dropped = [0u64; 5];
@@ -614,10 +630,14 @@ impl DbInner {
                     Decision::Keep => {
                         // Cut only between rows: a row's cells of one family never straddle
                         // two files of a level.
-                        let cut = cur.as_ref().is_some_and(|o| {
-                            o.writer.bytes_written() >= task.target_file_size
-                                && o.last_row.as_slice() != key.row
-                        });
+                        let new_row = cur
+                            .as_ref()
+                            .is_none_or(|o| o.last_row.as_slice() != key.row);
+                        let cut = new_row
+                            && cutter.cut_before(
+                                key.row,
+                                cur.as_ref().map_or(0, |o| o.writer.bytes_written()),
+                            );
                         if cut {
                             if let Some(o) = cur.take() {
                                 outputs.push(self.finish_output(o, task, desc)?);
