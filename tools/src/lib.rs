@@ -91,3 +91,22 @@ pub fn finish(outcome: Result<i32>) -> i32 {
         }
     }
 }
+
+/// Print the engine's `tracing` events (flush and compaction spans, deleted files) to stderr
+/// when `RUST_LOG` names them, e.g. `RUST_LOG=cellar=info`. Off by default so that the tools'
+/// output stays what their docs say; a bad filter is reported and ignored rather than fatal.
+pub fn init_logging() {
+    let Ok(spec) = std::env::var("RUST_LOG") else {
+        return;
+    };
+    match tracing_subscriber::EnvFilter::try_new(&spec) {
+        Ok(filter) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .try_init();
+        }
+        Err(e) => eprintln!("warning: ignoring RUST_LOG={spec:?}: {e}"),
+    }
+}

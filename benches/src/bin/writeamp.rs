@@ -107,6 +107,7 @@ fn peak_rss() -> u64 {
 
 fn main() -> Result<()> {
     let a = Args::parse();
+    cellar_tools::init_logging();
     anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
     let key_space = a.key_space.unwrap_or(a.cells).max(1);
     if let Some(n) = a.print_cells {

@@ -67,6 +67,7 @@ enum HfileCommand {
 
 fn main() {
     let cli = Cli::parse();
+    cellar_tools::init_logging();
     if let Command::Child(c) = &cli.command {
         std::process::exit(c.run());
     }
