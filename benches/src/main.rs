@@ -44,6 +44,7 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    cellar_tools::init_logging();
     let r = match cli.cmd {
         Cmd::Compare(a) => compare::run(&a),
         Cmd::CompareChild {
