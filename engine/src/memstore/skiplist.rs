@@ -50,6 +50,7 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 use std::ptr;
 
+use cellar_format::coding::varint_len;
 use cellar_format::compare_keys;
 
 #[cfg(loom)]
@@ -75,21 +76,10 @@ const LINK: usize = size_of::<AtomicPtr<Node>>();
 const HDR: usize = std::mem::offset_of!(Node, shadowed) + size_of::<AtomicU8>();
 const _: () = assert!(align_of::<Node>() <= ALIGN && LINK % ALIGN == 0);
 
-/// Bytes of a LEB128 varint of `n`.
-fn varint_len(n: usize) -> usize {
-    let mut len = 1;
-    let mut n = n >> 7;
-    while n != 0 {
-        len += 1;
-        n >>= 7;
-    }
-    len
-}
-
 /// Bytes of a node of `height` links and `k`, `t`, `v` bytes of key, tags and value.
 fn node_size(height: usize, k: usize, t: usize, v: usize) -> usize {
-    let size =
-        (height - 1) * LINK + HDR + varint_len(k) + varint_len(t) + varint_len(v) + k + t + v;
+    let vl = |n: usize| varint_len(n as u64);
+    let size = (height - 1) * LINK + HDR + vl(k) + vl(t) + vl(v) + k + t + v;
     size.div_ceil(ALIGN) * ALIGN
 }
 
@@ -181,12 +171,7 @@ impl Drop for Chunks {
 unsafe fn link<'a>(node: *const Node, level: usize) -> &'a AtomicPtr<Node> {
     // SAFETY: by the contract, the link lies within the node's allocation (links above level
     // 0 precede the node pointer) and was initialized.
-    unsafe {
-        &*node
-            .cast::<u8>()
-            .sub(level * LINK)
-            .cast::<AtomicPtr<Node>>()
-    }
+    unsafe { &*link_ptr(node.cast_mut(), level) }
 }
 
 /// Key, tags and value of `node`.
@@ -214,13 +199,7 @@ unsafe fn parts<'a>(node: *const Node) -> (&'a [u8], &'a [u8], &'a [u8]) {
 /// As for [`parts`].
 unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
     // SAFETY: forwarded contract.
-    unsafe {
-        let (k, p) = read_varint(node.cast::<u8>().add(HDR));
-        // The tags and value lengths: one byte each unless 128 or more.
-        let (_, p) = read_varint(p);
-        let (_, data) = read_varint(p);
-        std::slice::from_raw_parts(data, k)
-    }
+    unsafe { parts(node).0 }
 }
 
 /// # Safety
@@ -534,7 +513,7 @@ unsafe fn init(p: *mut u8, height: usize, k: &[u8], tags: &[u8], value: &[u8]) -
     }
 }
 
-/// The place of `node`'s link at `level`, for [`init`] to write.
+/// The place of `node`'s link at `level` ([`link`] reads it, [`init`] writes it).
 ///
 /// # Safety
 /// `node` is the node pointer of an allocation with more than `level` links.
