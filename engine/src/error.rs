@@ -74,6 +74,15 @@ pub enum Error {
     /// The database or component was closed.
     #[error("closed")]
     Closed,
+    /// A memstore ran out of its arena's address space (16 GiB: its links are 32-bit). Only a
+    /// write buffer of gigabytes filled by many large concurrent batches gets there.
+    #[error("memstore of family {family} is full ({bytes} bytes of cells)")]
+    MemstoreFull {
+        /// Family id.
+        family: u32,
+        /// Bytes the memstore held.
+        bytes: u64,
+    },
 }
 
 /// What kind of failure poisoned a database, WAL or manifest.

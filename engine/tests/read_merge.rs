@@ -196,7 +196,7 @@ proptest! {
     ) {
         let mem = MemStore::new(1);
         for k in &keys {
-            mem.insert(&k.as_ref(), &value(0, k), b"");
+            mem.insert(&k.as_ref(), &value(0, k), b"").unwrap();
         }
         let model: BTreeMap<CellKey, Vec<u8>> =
             keys.iter().map(|k| (k.clone(), value(0, k))).collect();
@@ -325,7 +325,7 @@ fn hfile_and_memstore_sources_merge_backward() -> Result<(), Error> {
             model.insert(k.clone(), b"file".to_vec());
         }
         if i % 2 == 1 || i % 10 == 0 {
-            mem.insert(&k.as_ref(), b"mem", b"");
+            mem.insert(&k.as_ref(), b"mem", b"").unwrap();
             model.insert(k.clone(), b"mem".to_vec());
         }
     }

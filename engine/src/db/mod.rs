@@ -1063,7 +1063,7 @@ fn replay_wal(
             if seq <= state.flushed_seq(m.family) {
                 continue;
             }
-            mems.active.insert(&m.key(name, seq), m.value, m.tags);
+            mems.active.insert(&m.key(name, seq), m.value, m.tags)?;
             any = true;
         }
         applied += u64::from(any);

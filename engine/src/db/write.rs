@@ -11,7 +11,7 @@ use super::options::WriteOptions;
 use super::sv::{SuperVersion, TableInfo};
 use super::DbInner;
 use crate::batch::{self, Mutation as BatchMutation};
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::read::query::Get;
 use crate::schema::TableName;
 use crate::types::{now_ms, SeqNo, Timestamp, LATEST_TIMESTAMP};
@@ -97,7 +97,13 @@ impl DbInner {
                         type_code: m.cell_type as u8,
                         seq,
                     };
-                    mems.active.insert(&key, &m.value, &m.tags);
+                    if let Err(e) = mems.active.insert(&key, &m.value, &m.tags) {
+                        // Part of the batch is in the memstore and all of it in the WAL: the
+                        // seq never completes, so no reader sees the torn part, and a reopen
+                        // replays the batch whole into a fresh memstore.
+                        self.poison(Poison::from_error("memstore insert failed", &e));
+                        return Err(e);
+                    }
                 }
             }
             if d == Durability::SkipWal {

@@ -47,13 +47,20 @@ impl MemStore {
         self.family
     }
 
-    /// Insert one cell.
-    pub fn insert(&self, key: &KeyRef<'_>, value: &[u8], tags: &[u8]) {
+    /// Insert one cell; fails only when the arena is out of address space
+    /// ([`crate::Error::MemstoreFull`]), and then inserts nothing.
+    pub fn insert(&self, key: &KeyRef<'_>, value: &[u8], tags: &[u8]) -> crate::Result<()> {
         let k = key.encode();
         // An equal key (same cell, same seq: a later mutation of one batch) replaces the entry.
-        self.map.insert(&k, tags, value);
+        self.map
+            .insert(&k, tags, value)
+            .map_err(|_| crate::Error::MemstoreFull {
+                family: self.family,
+                bytes: self.map.bytes() as u64,
+            })?;
         self.min_seq.fetch_min(key.seq, AtomicOrdering::Relaxed);
         self.max_seq.fetch_max(key.seq, AtomicOrdering::Relaxed);
+        Ok(())
     }
 
     /// Memory used, in bytes: the arena bytes of the cells' nodes (key, value, tags, header and
@@ -224,7 +231,7 @@ mod tests {
         let m = MemStore::new(1);
         for (row, ts, seq) in [("b", 1, 3), ("a", 1, 1), ("a", 5, 2), ("c", 2, 4)] {
             let k = CellKey::new(row, "cf", "q", ts, CellType::Put, seq);
-            m.insert(&k.as_ref(), row.as_bytes(), b"");
+            m.insert(&k.as_ref(), row.as_bytes(), b"").unwrap();
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -264,7 +271,7 @@ mod tests {
                     CellType::Put,
                     r,
                 );
-                m.insert(&k.as_ref(), b"v", b"");
+                m.insert(&k.as_ref(), b"v", b"").unwrap();
                 model.push(k.encode());
             }
         }
@@ -305,8 +312,8 @@ mod tests {
     fn an_equal_key_replaces_value_and_tags() {
         let m = MemStore::new(1);
         let k = CellKey::new("r", "cf", "q", 1, CellType::Put, 9);
-        m.insert(&k.as_ref(), b"first", b"t1");
-        m.insert(&k.as_ref(), b"second value", b"");
+        m.insert(&k.as_ref(), b"first", b"t1").unwrap();
+        m.insert(&k.as_ref(), b"second value", b"").unwrap();
         assert_eq!(m.len(), 1);
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -337,7 +344,7 @@ mod tests {
         let value = [7u8; 100];
         for i in 0..n {
             let k = CellKey::new(format!("{i:016}"), "f", "", 1, CellType::Put, i + 1);
-            m.insert(&k.as_ref(), &value, b"");
+            m.insert(&k.as_ref(), &value, b"").unwrap();
         }
         let real = (rss() - before) as f64 / n as f64;
         let counted = m.approximate_bytes() as f64 / n as f64;
@@ -364,7 +371,7 @@ mod tests {
                             CellType::Put,
                             t * 1000 + i + 1,
                         );
-                        m.insert(&k.as_ref(), b"v", b"");
+                        m.insert(&k.as_ref(), b"v", b"").unwrap();
                     }
                 })
             })

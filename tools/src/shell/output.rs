@@ -405,6 +405,7 @@ pub fn error_kind(e: &cellar::Error) -> &'static str {
         E::FamilyNotFound { .. } => "FamilyNotFound",
         E::InvalidArgument(_) => "InvalidArgument",
         E::Closed => "Closed",
+        E::MemstoreFull { .. } => "MemstoreFull",
         _ => "Error",
     }
 }
