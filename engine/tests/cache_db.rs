@@ -196,6 +196,45 @@ fn dropped_files_leave_both_caches() {
     assert_eq!(get_value(&db, 300), None);
 }
 
+/// A compaction's inputs leave the block cache when it installs, even while a reader still
+/// holds the old version and the files wait for deletion: their blocks no longer serve new
+/// reads, and kept until the deletion pass they filled the cache past the live data (peak RSS
+/// of `compare` after a seek compaction during readrandom).
+#[test]
+fn compacted_inputs_leave_the_block_cache_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), Options::default());
+    small_block_table(&db);
+    for part in 0..3 {
+        put_rows(&db, part * 300..(part + 1) * 300, 100);
+        db.flush().unwrap();
+    }
+    for i in 0..900 {
+        assert!(get_value(&db, i).is_some());
+    }
+    let warm = db.stats().block_cache;
+    assert!(warm.data.inserts > 0, "{warm:?}");
+    // An open scan pins the version listing the three flushed files.
+    let t = db.table("t").unwrap();
+    let mut scan = t.scan(Scan::new()).unwrap();
+    assert!(scan.next().is_some());
+    db.major_compact("t", None).unwrap();
+    let s = db.stats();
+    assert!(
+        s.compaction.awaiting_deletion >= 3,
+        "the scan keeps the inputs alive: {:?}",
+        s.compaction
+    );
+    assert_eq!(
+        s.block_cache.usage, 0,
+        "blocks of compacted inputs stayed cached: {:?}",
+        s.block_cache
+    );
+    // The scan still reads the old files, from disk, to the end.
+    assert_eq!(scan.count(), 899);
+    assert_eq!(get_value(&db, 5), Some(value(5, 100)));
+}
+
 #[test]
 fn stats_report_the_memory_budget() {
     let d = Options::default();

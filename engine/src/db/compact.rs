@@ -511,6 +511,17 @@ impl DbInner {
             for f in task.input_files() {
                 st.graveyard.bury(f.clone());
             }
+            drop(st);
+            // The inputs' blocks go from the block cache now, not when the files are deleted:
+            // no new read uses them, and until the graveyard's next pass (up to
+            // IDLE_RECHECK later) they would hold cache room beside the outputs' blocks, so a
+            // compaction during reads filled the cache past the live data (peak RSS in
+            // `compare`, benches/RESULTS.md). A read still on the old version reads them from
+            // the file again.
+            if let Some(c) = &self.block_cache {
+                let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
+                c.evict_files(&inputs);
+            }
         }
         let micros = started.elapsed().as_micros() as u64;
         {
