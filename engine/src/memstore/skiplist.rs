@@ -188,23 +188,27 @@ impl Arena {
             let s = (self.slot + 1..self.limit)
                 .find(|&s| slot_len(s) >= size)
                 .ok_or(ArenaFull)?;
-            let words = slot_len(s) / 8;
-            // Zeroed: large allocations come as fresh pages mapped on first touch, so a slot's
-            // unused tail costs address space only.
-            let b: Box<[u64]> = vec![0u64; words].into_boxed_slice();
-            // Into a raw pointer at once: moving a Box later would assert uniqueness over
-            // memory the list hands out references to.
-            self.base = Box::into_raw(b).cast::<u8>();
-            // Before any node in the slot is linked (module docs).
-            bases[s].store(self.base, O::Release);
-            self.slot = s;
-            self.cur = slot_start(s);
-            self.end = self.cur + slot_len(s);
+            self.open(bases, s);
         }
         let v = self.cur;
         self.cur += size;
         // SAFETY: `[v, v + size)` lies within the slot, whose allocation starts at `base`.
         Ok((unsafe { self.base.add(v - slot_start(self.slot)) }, v))
+    }
+
+    /// Allocate slot `s` and bump from its start.
+    fn open(&mut self, bases: &[AtomicPtr<u8>; SLOTS], s: usize) {
+        // Zeroed: large allocations come as fresh pages mapped on first touch, so a slot's
+        // unused tail costs address space only.
+        let b: Box<[u64]> = vec![0u64; slot_len(s) / 8].into_boxed_slice();
+        // Into a raw pointer at once: moving a Box later would assert uniqueness over memory
+        // the list hands out references to.
+        self.base = Box::into_raw(b).cast::<u8>();
+        // Before any node in the slot is linked (module docs).
+        bases[s].store(self.base, O::Release);
+        self.slot = s;
+        self.cur = slot_start(s);
+        self.end = self.cur + slot_len(s);
     }
 }
 
@@ -360,10 +364,7 @@ impl SkipList {
             limit: limit.clamp(1, SLOTS),
         };
         // Slot 0 first: `alloc` only looks for slots after the current one.
-        let words = slot_len(0) / 8;
-        arena.base = Box::into_raw(vec![0u64; words].into_boxed_slice()).cast::<u8>();
-        bases[0].store(arena.base, O::Release);
-        arena.end = slot_len(0);
+        arena.open(&bases, 0);
         let size = node_size(MAX_HEIGHT, 0, 0, 0);
         // Slot 0 holds the head: its links and an empty node fit in 4 KiB.
         let (p, _) = arena.alloc(&bases, size).unwrap_or((ptr::null_mut(), 0));
