@@ -367,8 +367,7 @@ impl SkipList {
         arena.open(&bases, 0);
         let size = node_size(MAX_HEIGHT, 0, 0, 0);
         // Slot 0 holds the head: its links and an empty node fit in 4 KiB.
-        let (p, _) = arena.alloc(&bases, size).unwrap_or((ptr::null_mut(), 0));
-        assert!(!p.is_null(), "the head fits in slot 0");
+        let (p, _) = arena.alloc(&bases, size).expect("the head fits in slot 0");
         // SAFETY: a fresh allocation of `size` bytes at offset 0 of slot 0, 8-aligned: room
         // for MAX_HEIGHT links and an empty node.
         let head = unsafe { init(p, MAX_HEIGHT, &[], &[], &[]) };
