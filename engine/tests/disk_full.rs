@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
-use cellar::{Db, Durability, Error, PoisonCause, Put};
+use cellar::{Db, Durability, Error, Get, PoisonCause, Put};
 use sim_common::{create_table, Mix, Model, Step, DIR, TABLE};
 
 const WATCHDOG: Duration = Duration::from_secs(60);
@@ -240,6 +240,42 @@ fn enospc_during_flush_is_retried_and_does_not_poison() {
         assert!(db.stats().live_files >= 1);
         check_files(&db, &ffs, "live", false);
         verify(&sim, db, &mut model);
+    });
+}
+
+/// A flush that keeps failing leaves the rows in a frozen memstore, with no file to ask: a
+/// Get (which, with no file passing its bloom filters, looks only for the row in the
+/// memstores before building a merge) must find them there, and a missing row stays missing.
+#[test]
+fn gets_find_rows_in_a_frozen_memstore_while_its_flush_fails() {
+    watchdog("frozen gets", || {
+        let (_sim, ffs, db, _model) = setup(5, true);
+        let t = db.table(TABLE).expect("table");
+        for i in 0..20 {
+            t.put(Put::new(format!("row{i:02}")).add("a", "q", format!("v{i}")))
+                .expect("put");
+        }
+        ffs.add_rule(
+            Rule::on(OpKind::Write, Fault::NoSpace)
+                .path(".hfile")
+                .persistent(),
+        );
+        assert!(db.flush().is_err(), "the flush must fail");
+        t.put(Put::new("row99").add("a", "q", "active"))
+            .expect("put");
+        let s = db.stats();
+        assert!(s.memstore_frozen_bytes > 0 && s.memstore_active_bytes > 0);
+        assert_eq!(s.live_files, 0);
+        for i in 0..20 {
+            let row = t
+                .get(&Get::new(format!("row{i:02}")))
+                .expect("get")
+                .unwrap_or_else(|| panic!("row{i:02} lost while frozen"));
+            assert_eq!(row.value("a", "q"), Some(format!("v{i}").as_bytes()));
+        }
+        assert!(t.get(&Get::new("row99")).expect("get").is_some());
+        assert_eq!(t.get(&Get::new("row50")).expect("get"), None);
+        ffs.clear_rules();
     });
 }
 

@@ -89,6 +89,12 @@ impl MemStore {
         self.max_seq.load(AtomicOrdering::Relaxed)
     }
 
+    /// The key of the first cell at or after `target` (an encoded key), if any: one search,
+    /// without a cursor.
+    pub fn key_at_or_after(&self, target: &[u8]) -> Option<&[u8]> {
+        self.map.lower_bound(target).map(|e| e.key())
+    }
+
     /// A cursor over the cells, in key order.
     pub fn iter(&self) -> MemIter<'_> {
         MemIter {
