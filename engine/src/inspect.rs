@@ -102,14 +102,17 @@ pub enum WalEntryKind {
     Batch,
     /// A clean close's seal: the segment was durable up to `synced_upto`. Carries no data.
     Seal,
+    /// The head of a segment that follows another: see [`WalEntry::link`]. Carries no data.
+    Link,
 }
 
 impl WalEntryKind {
-    /// `BATCH` or `SEAL`.
+    /// `BATCH`, `SEAL` or `LINK`.
     pub fn name(self) -> &'static str {
         match self {
             WalEntryKind::Batch => "BATCH",
             WalEntryKind::Seal => "SEAL",
+            WalEntryKind::Link => "LINK",
         }
     }
 }
@@ -129,8 +132,10 @@ pub struct WalEntry {
     pub seq: SeqNo,
     /// Segment offset an fdatasync had covered when the record was written.
     pub synced_upto: u64,
-    /// The batch's mutations (empty for a seal).
+    /// The batch's mutations (empty for a seal and a link).
     pub mutations: Vec<batch::Mutation>,
+    /// A link's previous segment and the offset where that segment's data ended.
+    pub link: Option<(u64, u64)>,
 }
 
 /// Iterator over the WAL records of a database; see [`wal_records`].
@@ -203,6 +208,24 @@ impl Segment {
                     seq: 0,
                     synced_upto,
                     mutations: Vec::new(),
+                    link: None,
+                }))
+            }
+            Ok(WalDecoded::Link {
+                previous,
+                previous_end,
+                len,
+            }) => {
+                self.pos += len as u64;
+                Ok(Some(WalEntry {
+                    segment: self.number,
+                    offset,
+                    len: len as u64,
+                    kind: WalEntryKind::Link,
+                    seq: 0,
+                    synced_upto: 0,
+                    mutations: Vec::new(),
+                    link: Some((previous, previous_end)),
                 }))
             }
             Ok(WalDecoded::Record(r)) => {
@@ -230,6 +253,7 @@ impl Segment {
                             tags: m.tags.to_vec(),
                         })
                         .collect(),
+                    link: None,
                 }))
             }
             Err(e) => {

@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         use cellar::batch::{encode as encode_batch, Mutation};
         use cellar::manifest::VersionEdit;
-        use cellar::wal::record::{encode_seal, encode_wal as encode_record};
+        use cellar::wal::record::{encode_link, encode_seal, encode_wal as encode_record};
         let batch = encode_batch(&[
             Mutation {
                 family: 1,
@@ -55,9 +55,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut seal = Vec::new();
         encode_seal(2, 4096, &mut seal);
         put("wal_record", "seal", &seal)?;
+        let mut link = Vec::new();
+        encode_link(2, 1, 4096, &mut link);
+        put("wal_record", "link", &link)?;
         // wal_replay takes its first byte as segment 1's length; the rest is segment 2.
         // Segment 1: an unsynced record, a record written after an fdatasync covered the first,
-        // and the seal of a clean close.
+        // and the seal of a clean close; segment 2: its LINK, then a record.
         let mut seg1 = Vec::new();
         encode_record(1, 1, 0, b"a", &mut seg1);
         let synced = seg1.len() as u64;
@@ -66,7 +69,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         encode_seal(1, synced, &mut seg1);
         let mut log = vec![u8::try_from(seg1.len())?];
         log.extend_from_slice(&seg1);
+        // Segment 2 opens with its LINK to segment 1's end.
         let mut seg2 = Vec::new();
+        encode_link(2, 1, seg1.len() as u64, &mut seg2);
         encode_record(2, 3, 0, b"b", &mut seg2);
         log.extend_from_slice(&seg2);
         put("wal_replay", "two_segments", &log)?;

@@ -1,5 +1,5 @@
 //! WAL record framing (SPEC.md §16.2): arbitrary bytes → `record::decode_wal` never panics; a
-//! record or seal that decodes re-encodes to the same bytes; an arbitrary record round-trips,
+//! record, seal or link that decodes re-encodes to the same bytes; an arbitrary record round-trips,
 //! `synced_upto` included. The manifest's framing (§17.2, same code, no `synced_upto`) gets the
 //! same decode/re-encode check.
 #![no_main]
@@ -17,6 +17,14 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(WalDecoded::Seal { synced_upto, len }) => {
             record::encode_seal(segment, synced_upto, &mut again);
+            assert_eq!(len, again.len());
+        }
+        Ok(WalDecoded::Link {
+            previous,
+            previous_end,
+            len,
+        }) => {
+            record::encode_link(segment, previous, previous_end, &mut again);
             assert_eq!(len, again.len());
         }
         Ok(WalDecoded::End) | Err(_) => {}

@@ -224,6 +224,9 @@ impl Wal {
         }
         let segs = list_segments(&*fs, dir)?;
         let mut number = 1;
+        // The newest segment's number and data end, for the new segment's LINK; none when
+        // that segment is damaged (left for replay to report).
+        let mut link = None;
         if let Some((last_n, last_path)) = segs.last() {
             number = last_n + 1;
             match reader::inspect_last_segment(&*fs, last_path, *last_n) {
@@ -241,6 +244,7 @@ impl Wal {
                             .and_then(|()| f.sync_data())
                             .map_err(|e| Error::io(last_path, "cutting a torn WAL tail", e))?;
                     }
+                    link = Some((*last_n, last.torn_at.unwrap_or(last.end)));
                     if last.last_seq >= next_seq.max(1) {
                         return Err(Error::InvalidArgument(format!(
                             "next_seq {next_seq} does not exceed seq {} already in the WAL",
@@ -260,7 +264,10 @@ impl Wal {
                 Err(e) => return Err(e),
             }
         }
-        let seg = writer::create_segment(&*fs, dir, number, opts.segment_size)?;
+        let mut seg = writer::create_segment(&*fs, dir, number, opts.segment_size)?;
+        if let Some((previous, end)) = link {
+            seg.link_to(previous, end);
+        }
         let device = select_device(opts.backend, &seg.file, dir)?;
         let backend = device.kind();
         tracing::info!(backend = %backend, dir = %dir.display(), segment = number, "WAL opened");
@@ -486,6 +493,76 @@ mod tests {
             collect(d.path()),
             vec![(1, b"good".to_vec()), (2, b"next".to_vec())]
         );
+    }
+
+    /// Segments 1..=3 written through two rolls; segment 1 holds `r1`, `r2`, `r3` (35 bytes
+    /// each, no LINK), segment 2 `s1` after its LINK, segment 3 `t1` after its LINK.
+    fn three_segments(dir: &Path) {
+        let w = open(dir, WalOptions::default(), 1);
+        for p in [b"r1", b"r2", b"r3"] {
+            w.append(p, Durability::SyncWal).unwrap();
+        }
+        assert_eq!(w.roll().unwrap(), 2);
+        w.append(b"s1", Durability::SyncWal).unwrap();
+        assert_eq!(w.roll().unwrap(), 3);
+        w.append(b"t1", Durability::SyncWal).unwrap();
+        w.close().unwrap();
+    }
+
+    fn replay_in(dir: &Path, mode: RecoveryMode) -> Result<ReplaySummary> {
+        replay(&RealFs, dir, 0, mode, |_, _| Ok(()))
+    }
+
+    /// An older segment that lost records from its end, cut exactly at a record boundary,
+    /// reads as a clean segment: only the next segment's LINK shows the loss. Every mode but
+    /// `SkipCorrupted` fails with `Corruption` naming the segment; that one reports the range.
+    #[test]
+    fn an_older_segment_cut_at_a_record_boundary_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        three_segments(d.path());
+        assert_eq!(collect(d.path()).len(), 5);
+        let p = d.path().join(segment_file_name(1));
+        crate::fs::FileSystem::open(&RealFs, &p)
+            .unwrap()
+            .truncate(70)
+            .unwrap();
+        for mode in [RecoveryMode::TolerateTornTail, RecoveryMode::Strict] {
+            match replay_in(d.path(), mode) {
+                Err(Error::Corruption { file, offset, what }) => {
+                    assert_eq!((file, offset), (p.clone(), 70), "{what}");
+                    assert!(what.contains("records were lost"), "{what}");
+                }
+                other => panic!("{mode:?}: {other:?}"),
+            }
+        }
+        let s = replay_in(d.path(), RecoveryMode::SkipCorrupted).unwrap();
+        assert_eq!(s.records, 4);
+        assert_eq!(
+            s.skipped
+                .iter()
+                .map(|r| (r.segment, r.start, r.end))
+                .collect::<Vec<_>>(),
+            vec![(1, 70, 105)]
+        );
+    }
+
+    /// A segment gone from the middle of the log is found the same way.
+    #[test]
+    fn a_missing_middle_segment_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        three_segments(d.path());
+        std::fs::remove_file(d.path().join(segment_file_name(2))).unwrap();
+        match replay_in(d.path(), RecoveryMode::TolerateTornTail) {
+            Err(Error::Corruption { file, what, .. }) => {
+                assert_eq!(file, d.path().join(segment_file_name(2)), "{what}");
+                assert!(what.contains("segment 2 is missing"), "{what}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Replay from segment 3 on (segments before it were flushed and deleted) has no
+        // segment before 3 to check against.
+        let s = replay(&RealFs, d.path(), 3, RecoveryMode::Strict, |_, _| Ok(())).unwrap();
+        assert_eq!(s.records, 1);
     }
 
     /// Segments grow by preallocation steps instead of taking their whole size at creation,

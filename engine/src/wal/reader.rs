@@ -24,6 +24,11 @@
 //! everything from X on was never acknowledged durable. A later record with `synced_upto > X`
 //! proves the damaged bytes had been synced: that is corruption.
 //!
+//! The link check: every segment a writer starts after another opens with a LINK naming the
+//! previous segment and where its data ended. An older segment that lost records from its end,
+//! cut at a record boundary, decodes cleanly, so only that LINK shows the loss (or a segment
+//! missing from the middle): `check_link`, `Corruption` except in `SkipCorrupted`.
+//!
 //! A segment is loaded lazily (1 MiB at first, doubling), so the zero-filled preallocated tail
 //! of a segment is not read unless a damaged record forces a scan to the end of the file.
 
@@ -136,9 +141,15 @@ where
         .collect();
     let mut summary = ReplaySummary::default();
     let mut last = 0u64;
+    // The segment read before this one: number, path and where its data ended.
+    let mut previous: Option<(u64, &Path, u64)> = None;
     for (i, (number, path)) in segs.iter().enumerate() {
         let is_last = i + 1 == segs.len();
         let out = scan_segment(fs, path, *number, mode, is_last, last, &mut apply)?;
+        if let (Some((linked, linked_end)), Some(prev)) = (out.link, previous) {
+            check_link(mode, *number, linked, linked_end, prev, &mut summary)?;
+        }
+        previous = Some((*number, path.as_path(), out.end));
         summary.segments.push(*number);
         summary.records += out.records;
         summary.bytes += out.bytes;
@@ -158,6 +169,58 @@ where
     Ok(summary)
 }
 
+/// Check segment `number`'s LINK (it follows segment `linked`, whose data ended at
+/// `linked_end`) against the segment read before it. A mismatch means records are gone from
+/// the end of an older segment, which is always complete and durable (SPEC.md §16.5): cut off
+/// at a record boundary (no checksum can show that), or the whole segment missing. That is
+/// `Corruption`, except in `SkipCorrupted`, which reports the lost range and goes on.
+fn check_link(
+    mode: RecoveryMode,
+    number: u64,
+    linked: u64,
+    linked_end: u64,
+    (prev, prev_path, prev_end): (u64, &Path, u64),
+    summary: &mut ReplaySummary,
+) -> Result<()> {
+    let (segment, start, what) = if linked != prev {
+        (
+            linked,
+            0,
+            format!(
+                "segment {number} follows segment {linked}, but the segment before it is                  {prev}: segment {linked} is missing"
+            ),
+        )
+    } else if linked_end != prev_end {
+        (
+            prev,
+            prev_end.min(linked_end),
+            format!(
+                "the data of segment {prev} ends at offset {prev_end}, but segment {number}                  records that it ended at {linked_end}: records were lost from its end"
+            ),
+        )
+    } else {
+        return Ok(());
+    };
+    if mode == RecoveryMode::SkipCorrupted {
+        summary.skipped.push(SkippedRange {
+            segment,
+            start,
+            end: linked_end,
+            what,
+        });
+        return Ok(());
+    }
+    Err(Error::Corruption {
+        file: if linked == prev {
+            prev_path.to_path_buf()
+        } else {
+            prev_path.with_file_name(segment_file_name(linked))
+        },
+        offset: start,
+        what,
+    })
+}
+
 /// What the open path needs to know about the newest existing segment.
 #[derive(Debug)]
 pub(crate) struct LastSegment {
@@ -165,6 +228,8 @@ pub(crate) struct LastSegment {
     pub torn_at: Option<u64>,
     /// Highest seq in the segment (0 if none).
     pub last_seq: u64,
+    /// Where its data ends once a torn tail is cut: what the next segment's LINK records.
+    pub end: u64,
 }
 
 /// Examine the newest segment as `TolerateTornTail` replay would.
@@ -185,6 +250,7 @@ pub(crate) fn inspect_last_segment(
     Ok(LastSegment {
         torn_at: out.torn.map(|(o, _)| o),
         last_seq: out.last_seq,
+        end: out.end,
     })
 }
 
@@ -195,6 +261,10 @@ struct SegmentOutcome {
     bytes: u64,
     torn: Option<(u64, String)>,
     skipped: Vec<SkippedRange>,
+    /// Where the segment's data ended: its end marker or end of file, or the torn tail.
+    end: u64,
+    /// The segment's LINK: the previous segment's number and the end of its data.
+    link: Option<(u64, u64)>,
 }
 
 /// A segment's bytes, loaded on demand.
@@ -273,6 +343,18 @@ fn scan_segment(
                 pos += len;
                 continue;
             }
+            Ok(WalDecoded::Link {
+                previous,
+                previous_end,
+                len,
+            }) if pos == 0 => {
+                out.link = Some((previous, previous_end));
+                pos += len;
+                continue;
+            }
+            // A writer puts a link only at the start of a segment, so one anywhere else was
+            // written whole, checksum and all, where it does not belong: not a torn write.
+            Ok(WalDecoded::Link { .. }) => ("link record inside the segment".to_owned(), false),
             Ok(WalDecoded::Record(r)) if r.seq > out.last_seq => {
                 apply(r.seq, r.payload)?;
                 out.last_seq = r.seq;
@@ -323,7 +405,8 @@ fn scan_segment(
                     what
                 };
                 out.torn = Some((pos as u64, what));
-                break;
+                out.end = pos as u64;
+                return Ok(out);
             }
             RecoveryMode::SkipCorrupted => {
                 seg.ensure(usize::MAX)?;
@@ -349,12 +432,14 @@ fn scan_segment(
                             end: end as u64,
                             what,
                         });
+                        pos = end;
                         break;
                     }
                 }
             }
         }
     }
+    out.end = pos as u64;
     Ok(out)
 }
 

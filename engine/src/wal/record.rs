@@ -7,7 +7,7 @@
 //! offset  size  field
 //!      0     4  checksum     mask(crc32c(bytes 4..33 of the header ‖ payload))
 //!      4     4  length       payload length, at most MAX_PAYLOAD
-//!      8     1  kind         1 = BATCH, 2 = SEAL; every other value is corrupt
+//!      8     1  kind         1 = BATCH, 2 = SEAL, 3 = LINK; every other value is corrupt
 //!      9     8  segment      number of the segment file the record was written into
 //!     17     8  seq          sequence number assigned by the WAL (0 in a SEAL)
 //!     25     8  synced_upto  offset in this segment up to which an fdatasync had completed
@@ -19,7 +19,10 @@
 //! that did persist (pages of one write-back persist in any order) from damage to bytes an
 //! fdatasync had covered. A SEAL is a payload-less record that a clean close writes, and syncs,
 //! after its final fdatasync, so that the last sync of a segment is attested even though no
-//! record follows it.
+//! record follows it. A LINK opens a segment that follows another: its 16-byte payload names
+//! the previous segment and the offset where that segment's data ends, so replay notices an
+//! older segment that lost records at its end (cut at a record boundary, which no checksum
+//! shows) or a segment missing from the middle of the log.
 //!
 //! Manifest records ([`encode`], [`decode`], [`HEADER_LEN`]) use the same framing without
 //! `synced_upto` (a 25-byte header, checksum over bytes 4..25) and only kind BATCH: every
@@ -46,6 +49,11 @@ pub const KIND_BATCH: u8 = 1;
 /// WAL record kind of a seal: no payload, seq 0, `synced_upto` = its own offset, written and
 /// synced after the final fdatasync of a clean close. Never delivered by replay.
 pub const KIND_SEAL: u8 = 2;
+/// WAL record kind of a link: seq 0, `synced_upto` 0, a 16-byte payload `previous segment u64
+/// LE | end of its data u64 LE`; only at offset 0 of a segment. Never delivered by replay.
+pub const KIND_LINK: u8 = 3;
+/// Payload bytes of a LINK.
+pub const LINK_PAYLOAD_LEN: usize = 16;
 
 /// Offset of the kind byte inside a header; the corruption scanner searches for it.
 pub(crate) const KIND_OFFSET: usize = 8;
@@ -68,7 +76,7 @@ impl Layout {
     }
 
     fn kind_ok(self, kind: u8) -> bool {
-        kind == KIND_BATCH || (self == Layout::Wal && kind == KIND_SEAL)
+        kind == KIND_BATCH || (self == Layout::Wal && (kind == KIND_SEAL || kind == KIND_LINK))
     }
 }
 
@@ -117,6 +125,16 @@ pub enum WalDecoded<'a> {
         /// Bytes the seal occupies.
         len: usize,
     },
+    /// A valid LINK: this segment follows segment `previous`, whose data ended at `previous_end`.
+    /// Not part of the log.
+    Link {
+        /// Number of the segment written before this one.
+        previous: u64,
+        /// Offset where the previous segment's data ended (its file length after any cut).
+        previous_end: u64,
+        /// Bytes the link occupies.
+        len: usize,
+    },
     /// The end of written data: an all-zero header, a zero-filled short remainder, or no bytes.
     End,
 }
@@ -152,6 +170,9 @@ pub enum RecordError {
     BadKind(u8),
     /// The checksum matches, the kind is [`KIND_SEAL`], but the seal has a payload or a seq.
     BadSeal,
+    /// The checksum matches, the kind is [`KIND_LINK`], but the payload is not 16 bytes, or
+    /// the seq or `synced_upto` is not 0.
+    BadLink,
     /// The checksum matches but the record names another segment.
     WrongSegment {
         /// Segment number in the record.
@@ -166,7 +187,10 @@ impl RecordError {
     /// yet persisted), as opposed to a record that was completely and validly written but is
     /// wrong (bad kind, malformed seal), which no crash can produce.
     pub fn could_be_torn_write(&self) -> bool {
-        !matches!(self, RecordError::BadKind(_) | RecordError::BadSeal)
+        !matches!(
+            self,
+            RecordError::BadKind(_) | RecordError::BadSeal | RecordError::BadLink
+        )
     }
 }
 
@@ -192,6 +216,10 @@ impl std::fmt::Display for RecordError {
             ),
             RecordError::BadKind(k) => write!(f, "unknown record kind {k}"),
             RecordError::BadSeal => write!(f, "seal record with a payload or a seq"),
+            RecordError::BadLink => write!(
+                f,
+                "link record without a 16-byte payload, or with a seq or synced_upto"
+            ),
             RecordError::WrongSegment { found, expected } => write!(
                 f,
                 "record belongs to segment {found}, found in segment {expected}"
@@ -261,6 +289,15 @@ pub fn encode_wal(segment: u64, seq: u64, synced_upto: u64, payload: &[u8], out:
 /// durable.
 pub fn encode_seal(segment: u64, synced_upto: u64, out: &mut Vec<u8>) {
     encode_with(Layout::Wal, KIND_SEAL, segment, 0, synced_upto, &[], out);
+}
+
+/// Append a WAL LINK opening segment `segment`: it follows segment `previous`, whose data
+/// ends at `previous_end`.
+pub fn encode_link(segment: u64, previous: u64, previous_end: u64, out: &mut Vec<u8>) {
+    let mut payload = [0u8; LINK_PAYLOAD_LEN];
+    payload[..8].copy_from_slice(&previous.to_le_bytes());
+    payload[8..].copy_from_slice(&previous_end.to_le_bytes());
+    encode_with(Layout::Wal, KIND_LINK, segment, 0, 0, &payload, out);
 }
 
 /// Append the framed manifest record to `out` (file number `segment`).
@@ -356,6 +393,9 @@ fn decode_with(
     if kind == KIND_SEAL && (length != 0 || seq != 0) {
         return Err(RecordError::BadSeal);
     }
+    if kind == KIND_LINK && (length as usize != LINK_PAYLOAD_LEN || seq != 0 || synced_upto != 0) {
+        return Err(RecordError::BadLink);
+    }
     if rec_segment != segment {
         return Err(RecordError::WrongSegment {
             found: rec_segment,
@@ -378,6 +418,11 @@ pub fn decode_wal(buf: &[u8], segment: u64) -> Result<WalDecoded<'_>, RecordErro
         None => WalDecoded::End,
         Some(c) if c.kind == KIND_SEAL => WalDecoded::Seal {
             synced_upto: c.synced_upto,
+            len: c.len,
+        },
+        Some(c) if c.kind == KIND_LINK => WalDecoded::Link {
+            previous: u64_at(c.payload, 0),
+            previous_end: u64_at(c.payload, 8),
             len: c.len,
         },
         Some(c) => WalDecoded::Record(WalRecord {
@@ -709,6 +754,38 @@ mod tests {
                 "2600000000000000", // synced_upto 38
             )
         );
+        // Segment 2's LINK, after that seal made segment 1's data end at 38 + 33 = 71.
+        let mut link = Vec::new();
+        encode_link(2, 1, 71, &mut link);
+        assert_eq!(
+            hex(&link),
+            concat!(
+                "c79c3252",         // checksum
+                "10000000",         // length 16
+                "03",               // kind LINK
+                "0200000000000000", // segment 2
+                "0000000000000000", // seq 0
+                "0000000000000000", // synced_upto 0
+                "0100000000000000", // previous segment 1
+                "4700000000000000", // its data ended at 71
+            )
+        );
+        assert_eq!(
+            decode_wal(&link, 2).unwrap(),
+            WalDecoded::Link {
+                previous: 1,
+                previous_end: 71,
+                len: 49
+            }
+        );
+        // A LINK with a seq, or with a payload other than 16 bytes, is malformed.
+        let mut bad = Vec::new();
+        encode_with(Layout::Wal, KIND_LINK, 2, 5, 0, &[0u8; 16], &mut bad);
+        assert_eq!(decode_wal(&bad, 2), Err(RecordError::BadLink));
+        bad.clear();
+        encode_with(Layout::Wal, KIND_LINK, 2, 0, 0, &[0u8; 8], &mut bad);
+        assert_eq!(decode_wal(&bad, 2), Err(RecordError::BadLink));
+        assert!(!RecordError::BadLink.could_be_torn_write());
         // The two layouts never accept each other's records.
         assert!(decode(&rec, 1).is_err());
         assert!(decode_wal(&one(1, 1, b"hello"), 1).is_err());

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use super::commit::{Batch, BatchWriter, Item, Published};
 use super::device::WalDevice;
 use super::reader::segment_file_name;
-use super::record::{encode_seal, encode_wal, wal_framed_len};
+use super::record::{encode_link, encode_seal, encode_wal, wal_framed_len, LINK_PAYLOAD_LEN};
 use super::StatsInner;
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem, SharedFs};
@@ -47,6 +47,20 @@ pub(crate) struct Segment {
     pub attested: u64,
     /// Bytes preallocated so far (grows in [`PREALLOC_STEP`]s up to the segment size).
     pub allocated: u64,
+    /// The LINK still to be written at the head of the segment, with its first group: the
+    /// previous segment's number and where its data ended.
+    pub pending_link: Option<(u64, u64)>,
+    /// Bytes of the LINK at the head of the segment (0 without one): a segment holding no more
+    /// than that is still empty for the roll rule.
+    pub head: u64,
+}
+
+impl Segment {
+    /// Open the segment with a LINK to segment `previous`, whose data ends at `previous_end`.
+    pub(crate) fn link_to(&mut self, previous: u64, previous_end: u64) {
+        self.pending_link = Some((previous, previous_end));
+        self.head = wal_framed_len(LINK_PAYLOAD_LEN) as u64;
+    }
 }
 
 /// Segments are preallocated this much at a time, not whole: an idle or lightly used database
@@ -84,6 +98,8 @@ pub(crate) fn create_segment(
         synced: 0,
         attested: 0,
         allocated,
+        pending_link: None,
+        head: 0,
     })
 }
 
@@ -147,12 +163,13 @@ impl Writer {
         let mut synced_by_roll = None;
         let (mut records, mut bytes) = (0u64, 0u64);
         self.buf.clear();
+        self.frame_link();
         for item in batch.items {
             match item {
                 Item::Record { seq, payload } => {
                     let need = wal_framed_len(payload.len()) as u64;
                     let used = self.seg.offset + self.buf.len() as u64;
-                    if used > 0 && used + need > self.segment_size {
+                    if used > self.seg.head && used + need > self.segment_size {
                         synced_by_roll = self.roll()?.or(synced_by_roll);
                     }
                     encode_wal(
@@ -243,14 +260,24 @@ impl Writer {
         Ok(())
     }
 
+    /// Frame the segment's LINK ahead of its first group's records, if not written yet.
+    fn frame_link(&mut self) {
+        if let Some((previous, end)) = self.seg.pending_link.take() {
+            encode_link(self.seg.number, previous, end, &mut self.buf);
+        }
+    }
+
     /// Finish the current segment (written and synced) and switch to a new one. Returns the seq
     /// now known durable if a sync happened.
     fn roll(&mut self) -> Result<Option<u64>> {
         let had_unsynced = self.seg.dirty || !self.buf.is_empty();
         self.flush(true)?;
-        let next = create_segment(&*self.fs, &self.dir, self.seg.number + 1, self.segment_size)?;
+        let mut next =
+            create_segment(&*self.fs, &self.dir, self.seg.number + 1, self.segment_size)?;
+        next.link_to(self.seg.number, self.seg.offset);
         tracing::debug!(segment = next.number, "WAL segment rolled");
         self.seg = next;
+        self.frame_link();
         self.stats
             .current_segment
             .store(self.seg.number, Ordering::Relaxed);

@@ -52,6 +52,15 @@ struct RecordJson {
     /// Whether recovery replays the segment (it is at or above the manifest's log number).
     live: bool,
     mutations: Vec<MutationJson>,
+    /// A LINK's previous segment and the offset where its data ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<LinkJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct LinkJson {
+    previous_segment: u64,
+    previous_end: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -110,10 +119,21 @@ fn record_json(e: &WalEntry, names: &Names, values: bool, log_number: u64) -> Re
             .iter()
             .map(|m| mutation_json(m, names, values))
             .collect(),
+        link: e.link.map(|(previous_segment, previous_end)| LinkJson {
+            previous_segment,
+            previous_end,
+        }),
     }
 }
 
 fn record_text(r: &RecordJson, s: &mut String) {
+    if let Some(l) = &r.link {
+        s.push_str(&format!(
+            "  @{} LINK len {}: follows segment {} whose data ended at {}\n",
+            r.offset, r.len, l.previous_segment, l.previous_end
+        ));
+        return;
+    }
     if r.kind == "SEAL" {
         s.push_str(&format!(
             "  @{} SEAL len {} synced_upto {}\n",
