@@ -187,7 +187,8 @@ fn check_link(
             linked,
             0,
             format!(
-                "segment {number} follows segment {linked}, but the segment before it is                  {prev}: segment {linked} is missing"
+                "segment {number} follows segment {linked}, but the segment before it is \
+                 {prev}: segment {linked} is missing"
             ),
         )
     } else if linked_end != prev_end {
@@ -195,7 +196,8 @@ fn check_link(
             prev,
             prev_end.min(linked_end),
             format!(
-                "the data of segment {prev} ends at offset {prev_end}, but segment {number}                  records that it ended at {linked_end}: records were lost from its end"
+                "the data of segment {prev} ends at offset {prev_end}, but segment {number} \
+                 records that it ended at {linked_end}: records were lost from its end"
             ),
         )
     } else {
