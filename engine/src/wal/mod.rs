@@ -244,7 +244,7 @@ impl Wal {
                             .and_then(|()| f.sync_data())
                             .map_err(|e| Error::io(last_path, "cutting a torn WAL tail", e))?;
                     }
-                    link = Some((*last_n, last.torn_at.unwrap_or(last.end)));
+                    link = Some((*last_n, last.end));
                     if last.last_seq >= next_seq.max(1) {
                         return Err(Error::InvalidArgument(format!(
                             "next_seq {next_seq} does not exceed seq {} already in the WAL",
