@@ -223,7 +223,8 @@ pub(crate) struct DbInner {
     /// Signalled when a generation is frozen (wakes the flusher) and when one is flushed
     /// (wakes stalled writers and `flush` callers).
     flush_cv: Condvar,
-    visibility: Visibility,
+    /// Shared with the WAL's group leaders, which publish the writes they apply.
+    visibility: Arc<Visibility>,
     poisoned: Mutex<Option<Poison>>,
     /// The file and operation of the last flush that failed for lack of space (the flush is
     /// retried; callers waiting on it get `NoSpace`).
@@ -817,7 +818,7 @@ impl DbInner {
             manifest: Mutex::new((man, state)),
             frozen: Mutex::new(VecDeque::new()),
             flush_cv: Condvar::new(),
-            visibility: Visibility::new(last_seq),
+            visibility: Arc::new(Visibility::new(last_seq)),
             poisoned: Mutex::new(None),
             flush_no_space: Mutex::new(None),
             snapshots: Mutex::new(snapshot::Registry::new()),

@@ -15,7 +15,7 @@ use crate::error::{Error, Poison, Result};
 use crate::read::query::Get;
 use crate::schema::TableName;
 use crate::types::{now_ms, SeqNo, Timestamp, LATEST_TIMESTAMP};
-use crate::wal::Durability;
+use crate::wal::{AppendError, Durability};
 
 /// Strength order of durability levels (a database-wide floor raises a write to it).
 fn rank(d: Durability) -> u8 {
@@ -73,9 +73,31 @@ impl DbInner {
                 .map(|m| m.row.len() + m.qualifier.len() + m.value.len())
                 .sum();
             let payload = batch::encode(&muts);
-            let seq = match self.wal.append(&payload, d) {
+            let logged = match d {
+                // A waiting writer's group leader inserts the batch and publishes it (see
+                // `wal::commit::Apply`): the writer wakes once, done.
+                Durability::SyncWal | Durability::FsyncWal => {
+                    let vis = self.visibility.clone();
+                    let apply = move |seq| {
+                        insert_batch(&sv, &muts, seq)?;
+                        vis.complete(seq);
+                        Ok(())
+                    };
+                    self.wal.append_applied(&payload, d, apply)
+                }
+                Durability::SkipWal | Durability::AsyncWal => self
+                    .wal
+                    .append(&payload, d)
+                    .map_err(AppendError::Wal)
+                    .and_then(|seq| {
+                        insert_batch(&sv, &muts, seq).map_err(AppendError::Apply)?;
+                        self.visibility.complete(seq);
+                        Ok(seq)
+                    }),
+            };
+            let seq = match logged {
                 Ok(s) => s,
-                Err(e) => {
+                Err(AppendError::Wal(e)) => {
                     // The caller gets the WAL's error (`NoSpace` for the group that hit a
                     // full disk); the database takes the WAL's poison with its cause.
                     if let Some(p) = self.wal.poison() {
@@ -83,33 +105,17 @@ impl DbInner {
                     }
                     return Err(e);
                 }
-            };
-            for m in &muts {
-                // `resolve` only returns families present in this super-version.
-                if let (Some(mems), Some(desc)) =
-                    (sv.mems.get(&m.family), sv.families.get(&m.family))
-                {
-                    let key = cellar_format::KeyRef {
-                        row: &m.row,
-                        family: desc.name.as_bytes(),
-                        qualifier: &m.qualifier,
-                        timestamp: m.timestamp,
-                        type_code: m.cell_type as u8,
-                        seq,
-                    };
-                    if let Err(e) = mems.active.insert(&key, &m.value, &m.tags) {
-                        // Part of the batch is in the memstore and all of it in the WAL: the
-                        // seq never completes, so no reader sees the torn part, and a reopen
-                        // replays the batch whole into a fresh memstore.
-                        self.poison(Poison::from_error("memstore insert failed", &e));
-                        return Err(e);
-                    }
+                Err(AppendError::Apply(e)) => {
+                    // Part of the batch is in the memstore and all of it in the WAL: the
+                    // seq never completes, so no reader sees the torn part, and a reopen
+                    // replays the batch whole into a fresh memstore.
+                    self.poison(Poison::from_error("memstore insert failed", &e));
+                    return Err(e);
                 }
-            }
+            };
             if d == Durability::SkipWal {
                 self.unlogged.store(true, Ordering::Release);
             }
-            self.visibility.complete(seq);
             (seq, bytes)
         };
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -313,6 +319,25 @@ impl DbInner {
             }
         }
     }
+}
+
+/// Insert a logged batch into the memstores of `sv` under `seq`.
+fn insert_batch(sv: &SuperVersion, muts: &[BatchMutation], seq: SeqNo) -> Result<()> {
+    for m in muts {
+        // `resolve` only returns families present in this super-version.
+        if let (Some(mems), Some(desc)) = (sv.mems.get(&m.family), sv.families.get(&m.family)) {
+            let key = cellar_format::KeyRef {
+                row: &m.row,
+                family: desc.name.as_bytes(),
+                qualifier: &m.qualifier,
+                timestamp: m.timestamp,
+                type_code: m.cell_type as u8,
+                seq,
+            };
+            mems.active.insert(&key, &m.value, &m.tags)?;
+        }
+    }
+    Ok(())
 }
 
 fn family_not_found(t: &TableInfo, family: &str) -> Error {

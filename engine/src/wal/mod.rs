@@ -42,6 +42,7 @@
 //! Model checking of the hand-off: see [`commit`] for the loom command.
 
 mod commit;
+pub(crate) use commit::AppendError;
 mod device;
 mod reader;
 pub mod record;
@@ -146,6 +147,13 @@ pub struct Wal {
     fs: SharedFs,
     dir: PathBuf,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn too_large(len: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "WAL record of {len} bytes exceeds the maximum {}",
+        record::MAX_PAYLOAD
+    ))
 }
 
 fn env_backend() -> Option<BackendKind> {
@@ -303,13 +311,27 @@ impl Wal {
     /// Append one record; returns its seq once `d` is satisfied.
     pub fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
         if payload.len() > record::MAX_PAYLOAD as usize {
-            return Err(Error::InvalidArgument(format!(
-                "WAL record of {} bytes exceeds the maximum {}",
-                payload.len(),
-                record::MAX_PAYLOAD
-            )));
+            return Err(too_large(payload.len()));
         }
         self.shared.append(payload, d)
+    }
+
+    /// Append one `SyncWal` or `FsyncWal` record whose group's leader runs `apply(seq)` once
+    /// the group is written (SPEC §16.3 is unchanged: the bytes are those of [`Wal::append`]);
+    /// returns the seq once `d` is satisfied and `apply` ran.
+    pub(crate) fn append_applied<F>(
+        &self,
+        payload: &[u8],
+        d: Durability,
+        apply: F,
+    ) -> std::result::Result<u64, AppendError>
+    where
+        F: FnOnce(u64) -> Result<()> + Send + 'static,
+    {
+        if payload.len() > record::MAX_PAYLOAD as usize {
+            return Err(AppendError::Wal(too_large(payload.len())));
+        }
+        self.shared.append_applied(payload, d, apply)
     }
 
     /// Make every record appended so far durable (as `FsyncWal` would have).
