@@ -15,8 +15,15 @@ use crate::fs::File;
 /// Which device implementation writes the WAL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendKind {
-    /// io_uring when the kernel allows it, else [`BackendKind::Sync`]. The environment variable
-    /// `CELLAR_WAL_BACKEND=io_uring|sync` overrides this choice (for tests and CI).
+    /// [`BackendKind::Sync`]. The environment variable `CELLAR_WAL_BACKEND=io_uring|sync`
+    /// overrides this choice (for tests, CI and measurements).
+    ///
+    /// Not io_uring: the kernel runs an io_uring fsync of a regular file on an io-wq worker
+    /// thread (it cannot complete without blocking), so every synced group costs the worker's
+    /// wake-up and then the leader's. Five alternated `compare-child --phase sync` runs of one
+    /// binary (benches/RESULTS.md): one fsyncing writer, median 9.7k puts/s on this device
+    /// against 8.4k through io_uring; 16 writers, 37.4k against 37.9k (inside the noise).
+    /// Unsynced groups are plain pwrites on both devices.
     #[default]
     Auto,
     /// io_uring (Linux): one `Write` linked to an `Fsync(DATASYNC)` per group. Opening fails if
