@@ -99,7 +99,7 @@ impl Visibility {
     /// Block until the read point covers `seq`, or the engine is poisoned.
     pub fn wait_visible(&self, seq: SeqNo) -> Result<()> {
         // Without the lock when already visible, the usual case once a group leader has
-        // published its group (`wal::Apply`).
+        // published its group (`wal::commit::Apply`).
         if self.read_point() >= seq {
             return Ok(());
         }

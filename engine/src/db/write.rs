@@ -73,27 +73,23 @@ impl DbInner {
                 .map(|m| m.row.len() + m.qualifier.len() + m.value.len())
                 .sum();
             let payload = batch::encode(&muts);
+            let vis = self.visibility.clone();
+            let apply = move |seq| {
+                insert_batch(&sv, &muts, seq)?;
+                vis.complete(seq);
+                Ok(())
+            };
             let logged = match d {
-                // A waiting writer's group leader inserts the batch and publishes it (see
+                // A waiting writer's group leader applies the batch (see
                 // `wal::commit::Apply`): the writer wakes once, done.
                 Durability::SyncWal | Durability::FsyncWal => {
-                    let vis = self.visibility.clone();
-                    let apply = move |seq| {
-                        insert_batch(&sv, &muts, seq)?;
-                        vis.complete(seq);
-                        Ok(())
-                    };
                     self.wal.append_applied(&payload, d, apply)
                 }
                 Durability::SkipWal | Durability::AsyncWal => self
                     .wal
                     .append(&payload, d)
                     .map_err(AppendError::Wal)
-                    .and_then(|seq| {
-                        insert_batch(&sv, &muts, seq).map_err(AppendError::Apply)?;
-                        self.visibility.complete(seq);
-                        Ok(seq)
-                    }),
+                    .and_then(|seq| apply(seq).map(|()| seq).map_err(AppendError::Apply)),
             };
             let seq = match logged {
                 Ok(s) => s,
