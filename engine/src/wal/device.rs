@@ -15,15 +15,14 @@ use crate::fs::File;
 /// Which device implementation writes the WAL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendKind {
-    /// [`BackendKind::Sync`]. The environment variable `CELLAR_WAL_BACKEND=io_uring|sync`
-    /// overrides this choice (for tests, CI and measurements).
+    /// io_uring when the kernel allows it, else [`BackendKind::Sync`]. The environment variable
+    /// `CELLAR_WAL_BACKEND=io_uring|sync` overrides this choice (for tests and CI).
     ///
-    /// Not io_uring: the kernel runs an io_uring fsync of a regular file on an io-wq worker
-    /// thread (it cannot complete without blocking), so every synced group costs the worker's
-    /// wake-up and then the leader's. Five alternated `compare-child --phase sync` runs of one
-    /// binary (benches/RESULTS.md): one fsyncing writer, median 9.7k puts/s on this device
-    /// against 8.4k through io_uring; 16 writers, 37.4k against 37.9k (inside the noise).
-    /// Unsynced groups are plain pwrites on both devices.
+    /// Measured against `Sync` (five alternated `compare-child --phase sync` runs of one
+    /// binary, benches/RESULTS.md): one fsyncing writer 8.4k puts/s here against 9.7k, 16
+    /// writers 37.9k against 37.4k. The kernel runs an io_uring fsync of a regular file on an
+    /// io-wq worker thread, so each synced group pays two more wake-ups. MISSION.md asks for
+    /// io_uring on Linux, so it stays the default; `Sync` is one setting away.
     #[default]
     Auto,
     /// io_uring (Linux): one `Write` linked to an `Fsync(DATASYNC)` per group. Opening fails if

@@ -26,8 +26,8 @@
 //! **Group commit** ([`commit`]). Appenders queue records; a waiting appender with no leader
 //! ahead of it becomes the leader and writes the whole queue through the [`writer`] in one
 //! device call, the others wait for the `written`/`synced` watermarks. A background thread
-//! leads for `AsyncWal` records and does the final sync at close. The device is
-//! pwrite+fdatasync or, when asked for, io_uring ([`BackendKind`], which says why).
+//! leads for `AsyncWal` records and does the final sync at close. The device is io_uring or
+//! pwrite+fdatasync ([`BackendKind`]).
 //!
 //! **Poisoning.** The first failed write or sync poisons the WAL: the failing group's waiters and
 //! every later non-`SkipWal` append, `sync` and `roll` get [`Error::Poisoned`]. Nothing is
@@ -175,8 +175,7 @@ fn select_device(
     dir: &Path,
 ) -> Result<Box<dyn WalDevice>> {
     let requested = match requested {
-        // Sync unless the environment asks (see `BackendKind::Auto` for the measurement).
-        BackendKind::Auto => env_backend().unwrap_or(BackendKind::Sync),
+        BackendKind::Auto => env_backend().unwrap_or(BackendKind::Auto),
         k => k,
     };
     if requested == BackendKind::Sync {
@@ -188,18 +187,24 @@ fn select_device(
         );
         return Ok(Box::new(SyncDevice));
     }
-    // io_uring was asked for by name: a ring that cannot be set up is an error.
     #[cfg(target_os = "linux")]
     match UringDevice::new() {
         Ok(d) => Ok(Box::new(d)),
+        Err(e) if requested == BackendKind::Auto => {
+            tracing::info!(error = %e, "io_uring unavailable; the WAL falls back to pwrite+fdatasync");
+            Ok(Box::new(SyncDevice))
+        }
         Err(e) => Err(Error::io(dir, "setting up io_uring for the WAL", e)),
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dir;
-        Err(Error::InvalidArgument(
-            "the io_uring WAL backend exists only on Linux".into(),
-        ))
+        if requested == BackendKind::IoUring {
+            return Err(Error::InvalidArgument(
+                "the io_uring WAL backend exists only on Linux".into(),
+            ));
+        }
+        Ok(Box::new(SyncDevice))
     }
 }
 
