@@ -87,9 +87,10 @@ struct Slot {
 #[derive(Default)]
 struct SlotState {
     wake: Option<Wake>,
-    /// The writer sleeps on `cv`: a delivery must notify. A lone writer leads its own record
-    /// and finds its result without sleeping; notifying anyway cost a futex call per write
-    /// (12% of single-threaded fillrandom, measured).
+    /// The writer sleeps on `cv`: a delivery must notify. A writer that led its own record
+    /// finds its result without sleeping, and notifying anyway costs a futex call (with the
+    /// allocations later avoided by the lone-writer path, 7–12% of single-threaded
+    /// fillrandom, measured).
     sleeping: bool,
 }
 
@@ -469,8 +470,8 @@ impl<W: BatchWriter> Shared<W> {
         }
         drop(turn);
         // Woken only once the whole group is applied: a writer woken earlier preempted the
-        // leader on 2 cores and then found the read point held back by the rest of the group
-        // (16 fsync writers: 39.6k puts/s waking each at once, 46.5k waking all after).
+        // leader on 2 cores and then slept again, the read point held back by the rest of
+        // the group (seen as context switches in `wait_visible`).
         for (slot, r) in done {
             slot.deliver(Wake::Done(r));
         }
