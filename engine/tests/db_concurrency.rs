@@ -45,6 +45,16 @@ fn value(id: u64, c: usize) -> Vec<u8> {
     format!("{id}:{c}:{}", "p".repeat(100)).into_bytes()
 }
 
+/// A put of every column of row `k` for write id `id`.
+fn row_put(k: &str, id: u64) -> Put {
+    columns()
+        .iter()
+        .enumerate()
+        .fold(Put::new(k), |p, (c, (f, q))| {
+            p.add(f, q.as_str(), value(id, c))
+        })
+}
+
 fn parse_id(v: &[u8], c: usize) -> u64 {
     let s = std::str::from_utf8(v).unwrap();
     let mut it = s.splitn(3, ':');
@@ -172,12 +182,7 @@ fn writers_and_readers_see_atomic_rows_and_stable_snapshots_through_flushes() {
                     // Write ids grow per row: writer-major, so ids of one row are ordered.
                     let id = w * 1_000_000 + i;
                     let k = row_key(w, i % ROWS_PER_WRITER);
-                    let put = columns()
-                        .iter()
-                        .enumerate()
-                        .fold(Put::new(k.as_str()), |p, (c, (f, q))| {
-                            p.add(f, q.as_str(), value(id, c))
-                        });
+                    let put = row_put(&k, id);
                     t.mutate_row(
                         RowMutations::new(k.as_str()).put(put),
                         WriteOptions::default(),
@@ -245,12 +250,7 @@ fn fsync_writers_read_their_own_writes() {
                 for i in 1..=100u64 {
                     let id = w * 1_000_000 + i;
                     let k = row_key(w, i % ROWS_PER_WRITER);
-                    let put = columns()
-                        .iter()
-                        .enumerate()
-                        .fold(Put::new(k.as_str()), |p, (c, (f, q))| {
-                            p.add(f, q.as_str(), value(id, c))
-                        });
+                    let put = row_put(&k, id);
                     t.mutate_row(
                         RowMutations::new(k.as_str()).put(put),
                         WriteOptions::durability(cellar::Durability::FsyncWal),

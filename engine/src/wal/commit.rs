@@ -507,32 +507,21 @@ impl<W: BatchWriter> Shared<W> {
 
     /// Assign a seq, enqueue the record and wait as `d` requires.
     pub(crate) fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
+        if d == Durability::SkipWal {
+            let mut s = lock(&self.state);
+            if s.closing {
+                return Err(Error::Closed);
+            }
+            s.next_seq += 1;
+            return Ok(s.next_seq - 1);
+        }
         // Copy outside the lock to keep the critical section short.
-        let owned = match d {
-            Durability::SkipWal => Vec::new(),
-            _ => payload.to_vec(),
-        };
+        let owned = payload.to_vec();
         let mut s = lock(&self.state);
-        if d != Durability::SkipWal {
-            Self::poisoned(&s)?;
-        }
-        if s.closing {
-            return Err(Error::Closed);
-        }
-        let seq = s.next_seq;
-        s.next_seq += 1;
+        let seq = Self::enqueue(&mut s, d, owned)?;
         match d {
-            Durability::SkipWal => return Ok(seq),
-            Durability::FsyncWal => s.queue_needs_sync = true,
-            Durability::AsyncWal | Durability::SyncWal => {}
-        }
-        s.queue.push(Item::Record {
-            seq,
-            payload: owned,
-        });
-        match d {
-            Durability::SkipWal => Ok(seq),
-            Durability::AsyncWal => {
+            // SkipWal returned above.
+            Durability::SkipWal | Durability::AsyncWal => {
                 // With no leader, write now rather than wake the background thread: a thread
                 // hand-off per record cost more than the write (AsyncWal was slower than
                 // SyncWal). Behind an active leader, return at once: it, the next leader or
@@ -544,9 +533,25 @@ impl<W: BatchWriter> Shared<W> {
                 }
                 Ok(seq)
             }
-            Durability::SyncWal => self.wait_until(s, seq, |s| s.written >= seq).map(|_| seq),
-            Durability::FsyncWal => self.wait_until(s, seq, |s| s.synced >= seq).map(|_| seq),
+            Durability::SyncWal | Durability::FsyncWal => {
+                self.wait_until(s, seq, |s| covered(s, seq, d)).map(|_| seq)
+            }
         }
+    }
+
+    /// Check that the WAL takes a logged record, assign its seq and queue it.
+    fn enqueue(s: &mut State, d: Durability, payload: Vec<u8>) -> Result<u64> {
+        Self::poisoned(s)?;
+        if s.closing {
+            return Err(Error::Closed);
+        }
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        if d == Durability::FsyncWal {
+            s.queue_needs_sync = true;
+        }
+        s.queue.push(Item::Record { seq, payload });
+        Ok(seq)
     }
 
     /// As [`Shared::append`] for a `SyncWal` or `FsyncWal` record, and returns once the
@@ -567,19 +572,7 @@ impl<W: BatchWriter> Shared<W> {
         }
         let owned = payload.to_vec();
         let mut s = lock(&self.state);
-        Self::poisoned(&s).map_err(AppendError::Wal)?;
-        if s.closing {
-            return Err(AppendError::Wal(Error::Closed));
-        }
-        let seq = s.next_seq;
-        s.next_seq += 1;
-        if d == Durability::FsyncWal {
-            s.queue_needs_sync = true;
-        }
-        s.queue.push(Item::Record {
-            seq,
-            payload: owned,
-        });
+        let seq = Self::enqueue(&mut s, d, owned).map_err(AppendError::Wal)?;
         if !s.leader && s.queue.len() == 1 {
             // Alone: this thread writes its record and applies it itself, without a slot,
             // as a lone writer did before leaders applied (no allocation, no hand-off).
