@@ -107,6 +107,7 @@ pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;
 pub use read::filter::{CompareOp, Filter};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};
+pub use read::view::{CellRef, RowView};
 pub use schema::{
     BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells, TableDescriptor, TableName,
 };

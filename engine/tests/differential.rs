@@ -36,6 +36,7 @@ mod conformance_common;
 mod differential_model;
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use cellar::format::CellType;
@@ -760,13 +761,53 @@ fn out_cells(row: &Row) -> Result<Vec<OutCell>, Divergence> {
         .collect()
 }
 
+/// A scan through the iterator, which must agree with the same scan streamed by
+/// `Table::scan_each` (borrowed rows, a separate code path for forward scans without filter).
+/// A background flush that lands between the two may purge cells (expired, or versions beyond
+/// VERSIONS in a raw scan), so the stream must equal the iterator's rows read just before it
+/// or just after it.
 fn scan_engine(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
+    let out = scan_iter(t, s.clone())?;
+    let streamed = scan_streamed(t, s.clone())?;
+    if streamed != out && streamed != scan_iter(t, s)? {
+        let show = |rows: &[OutRow]| rows.iter().map(|r| format!("{r:?}")).collect();
+        return Err(Divergence {
+            what: "scan_each differs from the scan iterator".into(),
+            expected: show(&out),
+            actual: show(&streamed),
+            ..fail("")
+        });
+    }
+    Ok(out)
+}
+
+fn scan_iter(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
     let mut out = Vec::new();
     for r in t.scan(s).map_err(|e| engine_err("scan", e))? {
         let r = r.map_err(|e| engine_err("scan row", e))?;
         out.push((r.key.clone(), out_cells(&r)?));
     }
     Ok(out)
+}
+
+fn scan_streamed(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
+    let mut streamed = Vec::new();
+    let mut bad = None;
+    t.scan_each(s, |v| match out_cells(&v.to_row()) {
+        Ok(cells) => {
+            streamed.push((v.key().to_vec(), cells));
+            ControlFlow::Continue(())
+        }
+        Err(d) => {
+            bad = Some(d);
+            ControlFlow::Break(())
+        }
+    })
+    .map_err(|e| engine_err("scan_each", e))?;
+    match bad {
+        Some(d) => Err(d),
+        None => Ok(streamed),
+    }
 }
 
 /// Raw cells of some rows, engine and model, for pinning down a write's clock.

@@ -54,6 +54,7 @@ use crate::fs::{FormatSource, LockGuard, SharedFs};
 use crate::manifest::{self, Manifest, ManifestState, TableEntry, VersionEdit};
 use crate::memstore::MemStore;
 use crate::read::query::{Get, Row, Scan};
+use crate::read::view::RowView;
 use crate::schema::{validate_name, TableDescriptor, TableName};
 use crate::types::{FileNumber, SeqNo};
 use crate::visibility::Visibility;
@@ -723,6 +724,41 @@ impl Table {
     /// Scan rows; the iterator sees one snapshot from its first row to its last.
     pub fn scan(&self, scan: Scan) -> Result<ScanIter> {
         read::ScanIter::new(self.db.inner.clone(), &self.name, scan)
+    }
+
+    /// Scan rows, handing each to `f` as a borrowed [`RowView`] until `f` returns
+    /// `ControlFlow::Break` or the scan ends. The rows are exactly those [`Table::scan`]
+    /// returns, at one snapshot, but a forward scan without a filter builds no owned cells
+    /// and keeps its sources positioned from the first row to the last: a full-table scan
+    /// reads rows about twice as fast (benches/RESULTS.md). `f` should not block for long:
+    /// the scan holds its snapshot's files until it returns.
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use std::ops::ControlFlow;
+    /// use cellar::{Db, FamilyDescriptor, Options, Put, Scan, TableDescriptor};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// for r in ["a", "b", "c"] {
+    ///     t.put(Put::new(r).add("cf", "q", r))?;
+    /// }
+    /// let mut seen = Vec::new();
+    /// t.scan_each(Scan::new().start_row("b"), |row| {
+    ///     seen.push((row.key().to_vec(), row.value("cf", "q").map(<[u8]>::to_vec)));
+    ///     ControlFlow::Continue(())
+    /// })?;
+    /// assert_eq!(seen, [(b"b".to_vec(), Some(b"b".to_vec())), (b"c".to_vec(), Some(b"c".to_vec()))]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn scan_each(
+        &self,
+        scan: Scan,
+        f: impl FnMut(&RowView<'_>) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        read::ScanIter::new(self.db.inner.clone(), &self.name, scan)?.for_each_row(f)
     }
 }
 

@@ -12,6 +12,7 @@
 //! cuts the row into chunks; `Scan::limit` counts rows, so the chunks of one row count once.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -25,14 +26,20 @@ use crate::read::filter::{FilterEval, RowCheck};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
+use crate::read::view::{CellSink, RawCells, RowView};
 use crate::schema::TableName;
 use crate::types::{now_ms, CellIter, FileMeta, SeqNo, Timestamp};
 
-/// Most rows a scan reads per refill: each refill re-seeks every source once.
-const SCAN_BATCH_ROWS: usize = 256;
-/// Rows of a scan's first refill; each later refill reads 4× more, up to [`SCAN_BATCH_ROWS`].
-/// A short scan (a seek and a few nexts, the common case) then reads what it uses instead of
-/// 256 rows: this was 95% of a one-row seek's time.
+/// Most rows a scan reads per refill: each refill re-seeks every source once, which was 7% of
+/// a full-table scan's time at 256 rows.
+const SCAN_BATCH_ROWS: usize = 1024;
+/// A refill also stops at the first row boundary past this many bytes of cells, so that large
+/// values do not make a batch of [`SCAN_BATCH_ROWS`] rows hold gigabytes.
+const SCAN_BATCH_BYTES: usize = 1 << 20;
+/// Rows of a scan's first refill when it has no limit; each later refill reads 4× more, up to
+/// [`SCAN_BATCH_ROWS`]. A short scan (a seek and a few nexts, the common case) then reads what
+/// it uses instead of a full batch: this was 95% of a one-row seek's time. A scan with a limit
+/// reads that many rows first (rows a filter drops make later refills).
 const SCAN_FIRST_BATCH_ROWS: usize = 16;
 
 /// Which rows a read covers, for skipping files by key range: `[start, stop)` in row order
@@ -344,6 +351,11 @@ impl<'q> Resolvers<'q> {
         }
     }
 
+    /// The resolvers of a scan at read point `rp`.
+    fn for_scan(t: &TableInfo, scan: &'q Scan, rp: SeqNo, now: Timestamp) -> Self {
+        Self::new(t, |name| ReadParams::for_scan(scan, name, rp, now))
+    }
+
     fn reset(&mut self) {
         self.overrun = 0;
         for (_, r) in &mut self.by_family {
@@ -360,7 +372,7 @@ impl<'q> Resolvers<'q> {
         key: &KeyRef<'_>,
         value: &[u8],
         tags: &[u8],
-        out: &mut Vec<Cell>,
+        out: &mut impl CellSink,
     ) -> Result<Option<Vec<u8>>> {
         let Some(r) = self
             .by_family
@@ -375,7 +387,7 @@ impl<'q> Resolvers<'q> {
             } else {
                 &[]
             };
-            out.push(Cell::from_key(key, v)?);
+            out.push_cell(key, v)?;
         }
         if !r.column_done() || key.qualifier.is_empty() {
             self.overrun = 0;
@@ -524,11 +536,13 @@ impl ScanIter {
             table: t,
             read_point,
             now: now_ms(),
-            scan,
             buffer: VecDeque::new(),
             returned: 0,
             failed: false,
-            batch_rows: SCAN_FIRST_BATCH_ROWS,
+            batch_rows: scan
+                .limit
+                .map_or(SCAN_FIRST_BATCH_ROWS, |l| l.clamp(1, SCAN_BATCH_ROWS)),
+            scan,
         })
     }
 
@@ -557,25 +571,35 @@ impl ScanIter {
         }
     }
 
-    fn refill_forward(&mut self, start: Vec<u8>, cap: usize) -> Result<()> {
+    /// The families a forward pass from row `start` reads, and the files it may find rows in.
+    #[allow(clippy::type_complexity)]
+    fn forward_sources(
+        &self,
+        start: &[u8],
+    ) -> Result<(
+        Vec<(u32, Option<Vec<u8>>)>,
+        Vec<Arc<HFileReader<FormatSource>>>,
+    )> {
         let fams = selected_families(&self.table, &self.scan.selection)?;
         let span = RowSpan {
-            start: &start,
+            start,
             stop: (!self.scan.stop_row.is_empty()).then_some(self.scan.stop_row.as_slice()),
             inclusive_stop: self.scan.inclusive_stop,
         };
         let readers =
             self.db
                 .candidate_files(&self.sv, &fams, &span, &self.scan.time_range, false)?;
+        Ok((fams, readers))
+    }
+
+    fn refill_forward(&mut self, start: Vec<u8>, cap: usize) -> Result<()> {
+        let (fams, readers) = self.forward_sources(&start)?;
         let mut merge = merge_over(&self.sv, &fams, &readers);
         merge.seek(&CellKey::first_on_row(&start).encode())?;
-        let (scan, rp, now) = (&self.scan, self.read_point, self.now);
-        let mut resolvers = Resolvers::new(&self.table, |name| {
-            ReadParams::for_scan(scan, name, rp, now)
-        });
+        let mut resolvers = Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now);
         let mut row: Option<Vec<u8>> = None;
         let mut cells = Vec::new();
-        let mut rows = 0usize;
+        let mut batch = BatchSize::default();
         while merge.valid() {
             let key = parse(merge.key())?;
             if self.scan.past_stop(key.row) {
@@ -583,15 +607,15 @@ impl ScanIter {
             }
             if row.as_deref() != Some(key.row) {
                 if let Some(done) = row.take() {
-                    rows += emit(
+                    batch.add(emit(
                         &mut self.buffer,
                         self.eval.as_mut(),
                         self.scan.batch,
                         done,
                         std::mem::take(&mut cells),
-                    );
+                    ));
                 }
-                if rows >= cap {
+                if batch.full(cap) {
                     self.resume = Some(Resume::From(key.row.to_vec()));
                     return Ok(());
                 }
@@ -645,19 +669,16 @@ impl ScanIter {
             Some(b) => merge.seek_for_prev(&CellKey::first_on_row(b).encode())?,
             None => merge.seek_to_last()?,
         }
-        let (scan, rp, now) = (&self.scan, self.read_point, self.now);
-        let mut resolvers = Resolvers::new(&self.table, |name| {
-            ReadParams::for_scan(scan, name, rp, now)
-        });
+        let mut resolvers = Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now);
         // One row's raw cells at a time, in a buffer reused from row to row.
         let mut raw = RowCells::default();
-        let mut rows = 0usize;
+        let mut batch = BatchSize::default();
         while merge.valid() {
             let row = parse(merge.key())?.row.to_vec();
             if self.scan.past_stop(&row) {
                 break;
             }
-            if rows >= cap {
+            if batch.full(cap) {
                 self.resume = Some(Resume::Below(Some(successor(&row))));
                 return Ok(());
             }
@@ -689,14 +710,89 @@ impl ScanIter {
                 self.cells_read += 1;
                 resolvers.push(&parse(k)?, v, tags, &mut cells)?;
             }
-            rows += emit(
+            batch.add(emit(
                 &mut self.buffer,
                 self.eval.as_mut(),
                 self.scan.batch,
                 row,
                 cells,
-            );
+            ));
         }
+        Ok(())
+    }
+}
+
+impl ScanIter {
+    /// Hand every row to `f` until it breaks or the scan ends (see
+    /// [`Table::scan_each`](crate::Table::scan_each)). A forward scan without a filter streams
+    /// from one merge positioned once, building no owned cells; the others view the rows of the
+    /// iterator, so both give exactly the rows of the iterator.
+    pub(super) fn for_each_row(
+        mut self,
+        mut f: impl FnMut(&RowView<'_>) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let start = match self.resume.take() {
+            Some(Resume::From(start)) if self.eval.is_none() => start,
+            resume => {
+                self.resume = resume;
+                for row in self {
+                    if f(&RowView::of(&row?)).is_break() {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+        };
+        let limit = self.scan.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(());
+        }
+        let (fams, readers) = self.forward_sources(&start)?;
+        let mut merge = merge_over(&self.sv, &fams, &readers);
+        merge.seek(&CellKey::first_on_row(&start).encode())?;
+        let scan = &self.scan;
+        let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);
+        let mut row = Vec::new();
+        let mut cells = RawCells::default();
+        let mut returned = 0usize;
+        // Delivers the finished row's cells (if any) in chunks of `batch`; false to stop.
+        let mut deliver = |row: &[u8], cells: &RawCells| {
+            if cells.len() == 0 {
+                return true;
+            }
+            let chunk = match scan.batch {
+                Some(n) if n > 0 => n,
+                _ => cells.len(),
+            };
+            let mut from = 0;
+            while from < cells.len() {
+                let to = (from + chunk).min(cells.len());
+                if f(&RowView::raw(row, cells, from, to)).is_break() {
+                    return false;
+                }
+                from = to;
+            }
+            returned += 1;
+            returned < limit
+        };
+        while merge.valid() {
+            let key = parse(merge.key())?;
+            if scan.past_stop(key.row) {
+                break;
+            }
+            if row.as_slice() != key.row || row.is_empty() {
+                if !deliver(&row, &cells) {
+                    return Ok(());
+                }
+                row.clear();
+                row.extend_from_slice(key.row);
+                cells.clear();
+                resolvers.reset();
+            }
+            let skip = resolvers.push(&key, merge.value(), merge.tags(), &mut cells)?;
+            advance(&mut merge, skip)?;
+        }
+        deliver(&row, &cells);
         Ok(())
     }
 }
@@ -727,8 +823,29 @@ impl Iterator for ScanIter {
     }
 }
 
+/// What a refill has buffered so far.
+#[derive(Debug, Default)]
+struct BatchSize {
+    rows: usize,
+    bytes: usize,
+}
+
+impl BatchSize {
+    /// Count a row [`emit`] buffered `bytes` of (0: the row produced no output).
+    fn add(&mut self, bytes: usize) {
+        self.rows += usize::from(bytes > 0);
+        self.bytes += bytes;
+    }
+
+    /// Whether the refill stops before its next row.
+    fn full(&self, cap_rows: usize) -> bool {
+        self.rows >= cap_rows || self.bytes >= SCAN_BATCH_BYTES
+    }
+}
+
 /// Run the filter's cell and row stages on a finished row and buffer what is left, cut into
-/// chunks of at most `batch` cells. Returns 1 when the row produced output, else 0.
+/// chunks of at most `batch` cells. Returns the bytes of the row key and cells buffered, 0 when
+/// the row produced no output.
 fn emit(
     buffer: &mut VecDeque<(Row, bool)>,
     eval: Option<&mut FilterEval>,
@@ -743,6 +860,11 @@ fn emit(
     if cells.is_empty() {
         return 0;
     }
+    let bytes = key.len()
+        + cells
+            .iter()
+            .map(|c| c.row.len() + c.family.len() + c.qualifier.len() + c.value.len())
+            .sum::<usize>();
     match batch {
         Some(n) if n > 0 && cells.len() > n => {
             let mut first = true;
@@ -755,5 +877,5 @@ fn emit(
         }
         _ => buffer.push_back((Row::new(key, cells), true)),
     }
-    1
+    bytes
 }

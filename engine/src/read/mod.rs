@@ -10,8 +10,10 @@ pub mod filter;
 pub mod merge;
 pub mod query;
 pub mod resolve;
+pub mod view;
 
 pub use filter::{CompareOp, Filter, FilterEval, RowCheck};
 pub use merge::{HFileCellIter, MergeIter, VecCellIter};
 pub use query::{Cell, Get, Row, Scan, Selection, TimeRange};
 pub use resolve::{resolve_cells, ReadParams, RowResolver, Verdict};
+pub use view::{CellRef, RowView};

@@ -1,12 +1,13 @@
 //! The benchmark runner: the database, the threads, the per-operation loops.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cellar::{
-    Db, Delete, FamilyDescriptor, Get, Options, Put, Scan, Stats, Table, TableDescriptor,
+    Db, Delete, FamilyDescriptor, Get, Options, Put, RowView, Scan, Stats, Table, TableDescriptor,
     WriteOptions,
 };
 use hdrhistogram::Histogram;
@@ -162,17 +163,20 @@ impl Shared<'_> {
     fn seek(&self, key: &[u8], rows: usize) -> Result<(u64, u64)> {
         let mut n = 0u64;
         let mut bytes = 0u64;
-        for row in self.table.scan(Scan::new().start_row(key).limit(rows))? {
-            let row = row?;
-            n += 1;
-            bytes += row.cells().iter().map(cell_bytes).sum::<u64>();
-        }
+        self.table
+            .scan_each(Scan::new().start_row(key).limit(rows), |row| {
+                n += 1;
+                bytes += row_bytes(row);
+                ControlFlow::Continue(())
+            })?;
         Ok((n, bytes))
     }
 }
 
-fn cell_bytes(c: &cellar::Cell) -> u64 {
-    (c.row.len() + c.value.len()) as u64
+fn row_bytes(row: &RowView<'_>) -> u64 {
+    row.cells()
+        .map(|c| (c.row.len() + c.value.len()) as u64)
+        .sum()
 }
 
 /// One thread of a benchmark doing operation-at-a-time work.
@@ -253,25 +257,25 @@ fn scan_worker(kind: Kind, n: u64, s: &Shared<'_>, mut out: ThreadOut) -> Result
     } else {
         Scan::new()
     };
-    let mut it = s.table.scan(scan)?;
     let mut pending = 0u64;
-    while out.ops < n {
-        if out.ops % 1024 == 0 && s.expired() {
-            break;
+    // A row's latency is the time from the previous row's hand-over to its own.
+    let mut t0 = Instant::now();
+    s.table.scan_each(scan, |row| {
+        if out.ops >= n || (out.ops % 1024 == 0 && s.expired()) {
+            return ControlFlow::Break(());
         }
-        let t0 = Instant::now();
-        let Some(row) = it.next() else { break };
-        let row = row?;
         out.hist
             .saturating_record(t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-        out.bytes += row.cells().iter().map(cell_bytes).sum::<u64>();
+        out.bytes += row_bytes(row);
         out.ops += 1;
         pending += 1;
         if pending == 1024 {
             s.pb.inc(pending);
             pending = 0;
         }
-    }
+        t0 = Instant::now();
+        ControlFlow::Continue(())
+    })?;
     s.pb.inc(pending);
     Ok(out)
 }
