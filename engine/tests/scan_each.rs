@@ -123,3 +123,95 @@ fn a_missing_table_or_family_is_an_error() {
     db.drop_table("t").unwrap();
     assert!(gone.scan_each(Scan::new(), never).is_err());
 }
+
+/// Scans over a level of many files: each level below 0 is read through one cursor that walks
+/// its files in key order, opening each when the scan reaches it. Seeks land inside, between
+/// and past files, in both directions, with level-0 files and a memstore over the level, and a
+/// time range skips whole files.
+#[test]
+fn scans_cross_the_files_of_a_level_in_both_directions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default().write_buffer_size(16 << 10);
+    o.compaction.target_file_size = 4 << 10;
+    o.compaction.max_bytes_for_level_base = 16 << 10;
+    o.compaction.level0_file_num_compaction_trigger = 2;
+    o.compaction.threads = 0;
+    let db = Db::open(dir.path(), o).unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("f").block_size(1024)))
+        .unwrap();
+    let t = db.table("t").unwrap();
+    // Each row once, at its own timestamp rising with the key: the compacted files then hold
+    // disjoint key and time ranges. Every tenth row is rewritten later (level 0 or memstore).
+    let n = 6000u64;
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..n {
+        let row = format!("r{:05}", i * 2);
+        let v = format!("v{i}");
+        t.put(Put::new(row.as_str()).add_at("f", "q", 1000 + i, v.as_str()))
+            .unwrap();
+        model.insert(row, (1000 + i, v));
+    }
+    // Rows rewritten below keep their first version in the compacted files: a time range
+    // around it still reads it.
+    let first = model.clone();
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert!(db.stats().live_files >= 10, "{:?}", db.stats().live_files);
+    for i in (0..n).step_by(10) {
+        let row = format!("r{:05}", i * 2);
+        let v = format!("w{i}");
+        t.put(Put::new(row.as_str()).add_at("f", "q", 9000 + i, v.as_str()))
+            .unwrap();
+        model.insert(row, (9000 + i, v));
+        if i == n / 2 {
+            db.flush().unwrap();
+        }
+    }
+    let cells = |rows: Vec<Row>| -> Vec<(String, u64, String)> {
+        rows.iter()
+            .map(|r| {
+                let c = &r.cells()[0];
+                let key = String::from_utf8(r.key.clone()).unwrap();
+                (
+                    key,
+                    c.timestamp,
+                    String::from_utf8(c.value.clone()).unwrap(),
+                )
+            })
+            .collect()
+    };
+    let want = |it: &mut dyn Iterator<Item = (&String, &(u64, String))>, limit: usize| {
+        it.take(limit)
+            .map(|(k, (ts, v))| (k.clone(), *ts, v.clone()))
+            .collect::<Vec<_>>()
+    };
+    let all = model.iter().map(|(k, (ts, v))| (k.clone(), *ts, v.clone()));
+    assert_eq!(cells(streamed(&t, Scan::new())), all.collect::<Vec<_>>());
+    // Starts on a row, between two rows (odd numbers are never written), before and after all.
+    for start in (0..2 * n + 2)
+        .step_by(37)
+        .chain([0, 1, 2 * n - 2, 2 * n - 1, 2 * n])
+    {
+        let s = format!("r{start:05}");
+        let fwd = Scan::new().start_row(s.as_str()).limit(50);
+        let exp = want(&mut model.range(s.clone()..), 50);
+        assert_eq!(cells(iterated(&t, fwd.clone())), exp, "forward from {s}");
+        assert_eq!(cells(streamed(&t, fwd)), exp, "streamed from {s}");
+        let back = Scan::new().start_row(s.as_str()).reversed().limit(50);
+        let exp = want(&mut model.range(..=s.clone()).rev(), 50);
+        assert_eq!(cells(iterated(&t, back)), exp, "reversed from {s}");
+    }
+    // A time range that only a run of the compacted files can hold: the others are skipped.
+    let before = db.stats().time_skips;
+    let got = cells(streamed(&t, Scan::new().time_range(1500, 1600)));
+    let exp: Vec<_> = first
+        .iter()
+        .filter(|(_, (ts, _))| (1500..1600).contains(ts))
+        .map(|(k, (ts, v))| (k.clone(), *ts, v.clone()))
+        .collect();
+    assert_eq!(got, exp);
+    assert!(
+        db.stats().time_skips > before + 5,
+        "files were not skipped by time"
+    );
+}

@@ -25,6 +25,7 @@ mod compact;
 mod flush;
 mod gate;
 mod graveyard;
+mod level_iter;
 mod mutation;
 mod options;
 mod read;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use cellar_format::{CellKey, CellType, HFileReader, KeyRef};
 
+use super::level_iter::{LevelIter, ScanFiles};
 use super::sv::{SuperVersion, TableInfo};
 use super::DbInner;
 use crate::error::{Error, Result};
@@ -45,7 +46,7 @@ const SCAN_FIRST_BATCH_ROWS: usize = 16;
 /// Which rows a read covers, for skipping files by key range: `[start, stop)` in row order
 /// whatever the direction of travel (a reversed scan's span runs from its stop row up to where
 /// it resumes).
-struct RowSpan<'a> {
+pub(super) struct RowSpan<'a> {
     /// Inclusive low end; empty is unbounded.
     start: &'a [u8],
     /// Exclusive high end; `None` is unbounded.
@@ -54,17 +55,24 @@ struct RowSpan<'a> {
 }
 
 impl RowSpan<'_> {
-    fn overlaps(&self, f: &FileMeta) -> bool {
-        let (Ok(lo), Ok(hi)) = (KeyRef::parse(&f.smallest), KeyRef::parse(&f.largest)) else {
-            return true;
-        };
-        if hi.row < self.start {
+    pub(super) fn overlaps(&self, f: &FileMeta) -> bool {
+        !self.ends_before(f) && !self.starts_after(f)
+    }
+
+    /// Every row of `f` is before the span (a file whose key does not parse is kept).
+    pub(super) fn ends_before(&self, f: &FileMeta) -> bool {
+        KeyRef::parse(&f.largest).is_ok_and(|hi| hi.row < self.start)
+    }
+
+    /// Every row of `f` is past the span's stop.
+    pub(super) fn starts_after(&self, f: &FileMeta) -> bool {
+        let Ok(lo) = KeyRef::parse(&f.smallest) else {
             return false;
-        }
+        };
         match self.stop {
-            Some(stop) if self.inclusive_stop => lo.row <= stop,
-            Some(stop) => lo.row < stop,
-            None => true,
+            Some(stop) if self.inclusive_stop => lo.row > stop,
+            Some(stop) => lo.row >= stop,
+            None => false,
         }
     }
 }
@@ -84,7 +92,7 @@ fn successor(row: &[u8]) -> Vec<u8> {
 /// NEW_VERSION_BEHAVIOR, through its versions (which count toward VERSIONS whatever the range,
 /// SPEC.md §13); so it is skipped only when it holds no marker and the family counts versions
 /// the classic way.
-fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
+pub(super) fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
     if range.is_all() || f.max_ts < range.min {
         return range.is_all();
     }
@@ -92,28 +100,16 @@ fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
 }
 
 impl DbInner {
-    /// Open readers of the files of `families` that may hold rows of `span` in `range`; for a
-    /// single-row read, also ask each file's bloom filter.
+    /// Open readers of the files of `families` that may hold the row of a Get (`span` of one
+    /// row) in `range`, asking each file's bloom filter, and collect the chosen files'
+    /// metadata in `metas`. (Scans take [`DbInner::scan_files`].)
     fn candidate_files(
         &self,
         sv: &SuperVersion,
         families: &[(u32, Option<Vec<u8>>)],
         span: &RowSpan<'_>,
         range: &TimeRange,
-        single_row: bool,
-    ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
-        self.candidate_files_with_meta(sv, families, span, range, single_row, None)
-    }
-
-    /// [`DbInner::candidate_files`], also collecting the chosen files' metadata in `metas`.
-    fn candidate_files_with_meta(
-        &self,
-        sv: &SuperVersion,
-        families: &[(u32, Option<Vec<u8>>)],
-        span: &RowSpan<'_>,
-        range: &TimeRange,
-        single_row: bool,
-        mut metas: Option<&mut Vec<Arc<FileMeta>>>,
+        metas: &mut Vec<Arc<FileMeta>>,
     ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
         let mut out = Vec::new();
         for (family, only_column) in families {
@@ -135,20 +131,16 @@ impl DbInner {
                         continue;
                     }
                     let r = self.reader(*family, f.number)?;
-                    if single_row {
-                        let maybe = match only_column {
-                            Some(q) => r.may_contain_column(span.start, q)?,
-                            None => r.may_contain_row(span.start)?,
-                        };
-                        if !maybe {
-                            self.counters.bloom_skips.fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
+                    let maybe = match only_column {
+                        Some(q) => r.may_contain_column(span.start, q)?,
+                        None => r.may_contain_row(span.start)?,
+                    };
+                    if !maybe {
+                        self.counters.bloom_skips.fetch_add(1, Ordering::Relaxed);
+                        continue;
                     }
                     out.push(r);
-                    if let Some(m) = metas.as_deref_mut() {
-                        m.push(f.clone());
-                    }
+                    metas.push(f.clone());
                 }
             }
         }
@@ -200,14 +192,7 @@ impl DbInner {
             inclusive_stop: true,
         };
         let mut searched = Vec::new();
-        let readers = self.candidate_files_with_meta(
-            &sv,
-            &fams,
-            &span,
-            &get.time_range,
-            true,
-            Some(&mut searched),
-        )?;
+        let readers = self.candidate_files(&sv, &fams, &span, &get.time_range, &mut searched)?;
         self.charge_seek(&searched);
         let first = CellKey::first_on_row(&get.row).encode();
         if readers.is_empty() && !memstores_hold_row(&sv, &fams, &first, &get.row) {
@@ -307,6 +292,35 @@ fn merge_over<'a>(
     fams: &[(u32, Option<Vec<u8>>)],
     readers: &'a [Arc<HFileReader<FormatSource>>],
 ) -> MergeIter<'a> {
+    let mut sources = memstore_sources(sv, fams);
+    for r in readers {
+        sources.push(Box::new(HFileCellIter::new(r.iter())));
+    }
+    MergeIter::new(sources)
+}
+
+/// A scan's merge: the memstores, each level-0 file, and one cursor per deeper level.
+fn scan_merge<'a>(
+    db: &'a DbInner,
+    sv: &'a SuperVersion,
+    fams: &[(u32, Option<Vec<u8>>)],
+    files: &'a ScanFiles<'a>,
+) -> MergeIter<'a> {
+    let mut sources = memstore_sources(sv, fams);
+    for r in &files.l0 {
+        sources.push(Box::new(HFileCellIter::new(r.iter())));
+    }
+    for l in &files.levels {
+        sources.push(Box::new(LevelIter::new(db, l)));
+    }
+    MergeIter::new(sources)
+}
+
+/// The memstores of the families read, newest first.
+fn memstore_sources<'a>(
+    sv: &'a SuperVersion,
+    fams: &[(u32, Option<Vec<u8>>)],
+) -> Vec<Box<dyn CellIter + 'a>> {
     let mut sources: Vec<Box<dyn CellIter + 'a>> = Vec::new();
     for (id, _) in fams {
         if let Some(m) = sv.mems.get(id) {
@@ -316,10 +330,27 @@ fn merge_over<'a>(
             }
         }
     }
-    for r in readers {
-        sources.push(Box::new(HFileCellIter::new(r.iter())));
-    }
-    MergeIter::new(sources)
+    sources
+}
+
+/// The families a forward pass of `scan` from row `start` reads, and the files it may find
+/// rows in.
+#[allow(clippy::type_complexity)]
+fn forward_sources<'a>(
+    db: &DbInner,
+    sv: &'a SuperVersion,
+    table: &TableInfo,
+    scan: &Scan,
+    start: &[u8],
+) -> Result<(Vec<(u32, Option<Vec<u8>>)>, ScanFiles<'a>)> {
+    let fams = selected_families(table, &scan.selection)?;
+    let span = RowSpan {
+        start,
+        stop: (!scan.stop_row.is_empty()).then_some(scan.stop_row.as_slice()),
+        inclusive_stop: scan.inclusive_stop,
+    };
+    let files = db.scan_files(sv, &fams, &span, &scan.time_range)?;
+    Ok((fams, files))
 }
 
 /// One resolver per family of a table, reset at each new row.
@@ -571,30 +602,9 @@ impl ScanIter {
         }
     }
 
-    /// The families a forward pass from row `start` reads, and the files it may find rows in.
-    #[allow(clippy::type_complexity)]
-    fn forward_sources(
-        &self,
-        start: &[u8],
-    ) -> Result<(
-        Vec<(u32, Option<Vec<u8>>)>,
-        Vec<Arc<HFileReader<FormatSource>>>,
-    )> {
-        let fams = selected_families(&self.table, &self.scan.selection)?;
-        let span = RowSpan {
-            start,
-            stop: (!self.scan.stop_row.is_empty()).then_some(self.scan.stop_row.as_slice()),
-            inclusive_stop: self.scan.inclusive_stop,
-        };
-        let readers =
-            self.db
-                .candidate_files(&self.sv, &fams, &span, &self.scan.time_range, false)?;
-        Ok((fams, readers))
-    }
-
     fn refill_forward(&mut self, start: Vec<u8>, cap: usize) -> Result<()> {
-        let (fams, readers) = self.forward_sources(&start)?;
-        let mut merge = merge_over(&self.sv, &fams, &readers);
+        let (fams, files) = forward_sources(&self.db, &self.sv, &self.table, &self.scan, &start)?;
+        let mut merge = scan_merge(&self.db, &self.sv, &fams, &files);
         merge.seek(&CellKey::first_on_row(&start).encode())?;
         let mut resolvers = Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now);
         let mut row: Option<Vec<u8>> = None;
@@ -661,10 +671,10 @@ impl ScanIter {
             stop: below.as_deref(),
             inclusive_stop: false,
         };
-        let readers =
-            self.db
-                .candidate_files(&self.sv, &fams, &span, &self.scan.time_range, false)?;
-        let mut merge = merge_over(&self.sv, &fams, &readers);
+        let files = self
+            .db
+            .scan_files(&self.sv, &fams, &span, &self.scan.time_range)?;
+        let mut merge = scan_merge(&self.db, &self.sv, &fams, &files);
         match &below {
             Some(b) => merge.seek_for_prev(&CellKey::first_on_row(b).encode())?,
             None => merge.seek_to_last()?,
@@ -747,8 +757,8 @@ impl ScanIter {
         if limit == 0 {
             return Ok(());
         }
-        let (fams, readers) = self.forward_sources(&start)?;
-        let mut merge = merge_over(&self.sv, &fams, &readers);
+        let (fams, files) = forward_sources(&self.db, &self.sv, &self.table, &self.scan, &start)?;
+        let mut merge = scan_merge(&self.db, &self.sv, &fams, &files);
         merge.seek(&CellKey::first_on_row(&start).encode())?;
         let scan = &self.scan;
         let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);

@@ -1,0 +1,292 @@
+//! A scan's files: level 0's each as a source of the merge, and each deeper level as one
+//! [`LevelIter`] that walks the level's files in key order, opening a file only when the scan
+//! reaches it (RocksDB's `LevelIterator`).
+//!
+//! Why: a level below 0 is a sorted run of disjoint files (manifest invariant 4, checked on every
+//! edit), so it needs one place in the merge's heap, not one per file. With a source per file, a
+//! scan from row `r` opened and sought every file from `r` to the end of the key space: a
+//! seek-and-100-rows cost grew with the size of the database, and every step of the merge
+//! compared keys against every other file of the level.
+
+use std::cell::OnceCell;
+use std::cmp::Ordering;
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::Arc;
+
+use cellar_format::{compare_keys, HFileReader, KeyRef};
+
+use super::sv::SuperVersion;
+use super::DbInner;
+use crate::error::Result;
+use crate::fs::FormatSource;
+use crate::read::merge::HFileCellIter;
+use crate::read::query::TimeRange;
+use crate::types::{CellIter, FileMeta};
+
+type Reader = Arc<HFileReader<FormatSource>>;
+
+/// The files of one level ≥ 1 of one family that may hold rows of a scan's span, in key order,
+/// and their readers once opened.
+#[derive(Debug)]
+pub(super) struct LevelFiles<'a> {
+    family: u32,
+    files: &'a [Arc<FileMeta>],
+    readers: Vec<OnceCell<Reader>>,
+    range: TimeRange,
+    nvb: bool,
+}
+
+/// The files a scan reads.
+#[derive(Debug, Default)]
+pub(super) struct ScanFiles<'a> {
+    /// Level-0 files, which overlap: one source each.
+    pub(super) l0: Vec<Reader>,
+    /// One sorted run per deeper level.
+    pub(super) levels: Vec<LevelFiles<'a>>,
+}
+
+impl DbInner {
+    /// The files of `families` in `sv` that may hold rows in `[start, stop)` (`stop`
+    /// inclusive with `inclusive_stop`; `None` is unbounded) at times in `range`.
+    pub(super) fn scan_files<'a>(
+        &self,
+        sv: &'a SuperVersion,
+        families: &[(u32, Option<Vec<u8>>)],
+        span: &super::read::RowSpan<'_>,
+        range: &TimeRange,
+    ) -> Result<ScanFiles<'a>> {
+        let mut out = ScanFiles::default();
+        for (family, _) in families {
+            let Some(levels) = sv.version.levels(*family) else {
+                continue;
+            };
+            let nvb = sv
+                .families
+                .get(family)
+                .is_some_and(|d| d.new_version_behavior);
+            for (level, files) in levels.iter().enumerate() {
+                if level == 0 {
+                    for f in files {
+                        if !span.overlaps(f) {
+                            self.counters
+                                .range_skips
+                                .fetch_add(1, AtomicOrdering::Relaxed);
+                        } else if !super::read::time_overlaps(f, range, nvb) {
+                            self.counters
+                                .time_skips
+                                .fetch_add(1, AtomicOrdering::Relaxed);
+                        } else {
+                            out.l0.push(self.reader(*family, f.number)?);
+                        }
+                    }
+                    continue;
+                }
+                // Disjoint and sorted: the files overlapping the span are a contiguous run.
+                let lo = files.partition_point(|f| span.ends_before(f));
+                let hi = lo + files[lo..].partition_point(|f| !span.starts_after(f));
+                let skipped = files.len() - (hi - lo);
+                if skipped > 0 {
+                    self.counters
+                        .range_skips
+                        .fetch_add(skipped as u64, AtomicOrdering::Relaxed);
+                }
+                let files = &files[lo..hi];
+                if !files.is_empty() {
+                    out.levels.push(LevelFiles {
+                        family: *family,
+                        files,
+                        readers: (0..files.len()).map(|_| OnceCell::new()).collect(),
+                        range: *range,
+                        nvb,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A [`CellIter`] over one sorted run of files.
+pub(super) struct LevelIter<'a> {
+    db: &'a DbInner,
+    level: &'a LevelFiles<'a>,
+    /// The file `cur` walks.
+    at: usize,
+    cur: Option<HFileCellIter<'a, FormatSource>>,
+}
+
+impl std::fmt::Debug for LevelIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelIter")
+            .field("files", &self.level.files.len())
+            .field("at", &self.at)
+            .field("valid", &self.valid())
+            .finish()
+    }
+}
+
+impl<'a> LevelIter<'a> {
+    pub(super) fn new(db: &'a DbInner, level: &'a LevelFiles<'a>) -> Self {
+        LevelIter {
+            db,
+            level,
+            at: 0,
+            cur: None,
+        }
+    }
+
+    /// A cursor on file `i`, `None` when its time range rules it out (it is then skipped as
+    /// if empty).
+    fn open(&self, i: usize) -> Result<Option<HFileCellIter<'a, FormatSource>>> {
+        let l = self.level;
+        let (Some(f), Some(slot)) = (l.files.get(i), l.readers.get(i)) else {
+            return Ok(None);
+        };
+        if !super::read::time_overlaps(f, &l.range, l.nvb) {
+            self.db
+                .counters
+                .time_skips
+                .fetch_add(1, AtomicOrdering::Relaxed);
+            return Ok(None);
+        }
+        if slot.get().is_none() {
+            // One scan, one thread: nothing else fills the slot.
+            let _ = slot.set(self.db.reader(l.family, f.number)?);
+        }
+        Ok(slot.get().map(|r| HFileCellIter::new(r.iter())))
+    }
+
+    /// Position on file `i` with `place` (a seek inside it), moving on to the following
+    /// files (`forward`) or the preceding ones, each from its first or last cell, until a cell
+    /// is found or the level ends.
+    fn settle(
+        &mut self,
+        mut i: usize,
+        forward: bool,
+        place: impl FnOnce(&mut HFileCellIter<'a, FormatSource>) -> Result<()>,
+    ) -> Result<()> {
+        let mut place = Some(place);
+        loop {
+            if i >= self.level.files.len() {
+                self.cur = None;
+                return Ok(());
+            }
+            self.at = i;
+            self.cur = self.open(i)?;
+            if let Some(c) = self.cur.as_mut() {
+                match place.take() {
+                    Some(p) => p(c)?,
+                    None if forward => c.seek_to_first()?,
+                    None => c.seek_to_last()?,
+                }
+                if c.valid() {
+                    return Ok(());
+                }
+            } else {
+                place = None;
+            }
+            if forward {
+                i += 1;
+            } else if i == 0 {
+                self.cur = None;
+                return Ok(());
+            } else {
+                i -= 1;
+            }
+        }
+    }
+}
+
+/// A seek target must be a cell key, as for a file's cursor, even when the seek reaches no file.
+fn target_key(target: &[u8]) -> Result<KeyRef<'_>> {
+    KeyRef::parse(target).map_err(|m| {
+        crate::error::Error::InvalidArgument(format!("seek target is not a cell key: {m}"))
+    })
+}
+
+impl CellIter for LevelIter<'_> {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        target_key(target)?;
+        // The first file whose last key is at or after the target.
+        let i = self
+            .level
+            .files
+            .partition_point(|f| compare_keys(&f.largest, target) == Ordering::Less);
+        self.settle(i, true, |c| c.seek(target))
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        target_key(target)?;
+        // The last file whose first key is at or before the target.
+        let n = self
+            .level
+            .files
+            .partition_point(|f| compare_keys(&f.smallest, target) != Ordering::Greater);
+        match n.checked_sub(1) {
+            Some(i) => self.settle(i, false, |c| c.seek_for_prev(target)),
+            None => {
+                self.cur = None;
+                Ok(())
+            }
+        }
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.settle(0, true, |c| c.seek_to_first())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        match self.level.files.len().checked_sub(1) {
+            Some(i) => self.settle(i, false, |c| c.seek_to_last()),
+            None => {
+                self.cur = None;
+                Ok(())
+            }
+        }
+    }
+
+    fn next(&mut self) -> Result<()> {
+        let Some(c) = self.cur.as_mut() else {
+            return Ok(());
+        };
+        c.next()?;
+        if c.valid() {
+            return Ok(());
+        }
+        let i = self.at + 1;
+        self.settle(i, true, |c| c.seek_to_first())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        let Some(c) = self.cur.as_mut() else {
+            return Ok(());
+        };
+        c.prev()?;
+        if c.valid() {
+            return Ok(());
+        }
+        match self.at.checked_sub(1) {
+            Some(i) => self.settle(i, false, |c| c.seek_to_last()),
+            None => {
+                self.cur = None;
+                Ok(())
+            }
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[][..], |c| c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[][..], |c| c.value())
+    }
+
+    fn tags(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[][..], |c| c.tags())
+    }
+}
