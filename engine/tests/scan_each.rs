@@ -7,7 +7,7 @@
 
 use std::ops::ControlFlow;
 
-use cellar::{Db, FamilyDescriptor, Filter, Options, Put, Row, Scan, Table, TableDescriptor};
+use cellar::{Db, FamilyDescriptor, Filter, Get, Options, Put, Row, Scan, Table, TableDescriptor};
 
 fn table(dir: &std::path::Path) -> (Db, Table) {
     let db = Db::open(dir, Options::default()).unwrap();
@@ -124,7 +124,7 @@ fn a_missing_table_or_family_is_an_error() {
     assert!(gone.scan_each(Scan::new(), never).is_err());
 }
 
-/// Scans over a level of many files: each level below 0 is read through one cursor that walks
+/// Scans and Gets over a level of many files. A scan reads each level below 0 through one cursor that walks
 /// its files in key order, opening each when the scan reaches it. Seeks land inside, between
 /// and past files, in both directions, with level-0 files and a memstore over the level, and a
 /// time range skips whole files.
@@ -200,6 +200,15 @@ fn scans_cross_the_files_of_a_level_in_both_directions() {
         let back = Scan::new().start_row(s.as_str()).reversed().limit(50);
         let exp = want(&mut model.range(..=s.clone()).rev(), 50);
         assert_eq!(cells(iterated(&t, back)), exp, "reversed from {s}");
+    }
+    // Gets find their one candidate file per level by binary search; odd rows are missing.
+    for i in (0..2 * n + 2).step_by(13) {
+        let row = format!("r{i:05}");
+        let got = t.get(&Get::new(row.as_str())).unwrap().map(|r| {
+            let c = &r.cells()[0];
+            (c.timestamp, String::from_utf8(c.value.clone()).unwrap())
+        });
+        assert_eq!(got, model.get(&row).cloned(), "get {row}");
     }
     // A time range that only a run of the compacted files can hold: the others are skipped.
     let before = db.stats().time_skips;

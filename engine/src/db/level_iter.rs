@@ -81,16 +81,7 @@ impl DbInner {
                     }
                     continue;
                 }
-                // Disjoint and sorted: the files overlapping the span are a contiguous run.
-                let lo = files.partition_point(|f| span.ends_before(f));
-                let hi = lo + files[lo..].partition_point(|f| !span.starts_after(f));
-                let skipped = files.len() - (hi - lo);
-                if skipped > 0 {
-                    self.counters
-                        .range_skips
-                        .fetch_add(skipped as u64, AtomicOrdering::Relaxed);
-                }
-                let files = &files[lo..hi];
+                let files = self.overlapping_run(files, span);
                 if !files.is_empty() {
                     out.levels.push(LevelFiles {
                         family: *family,
@@ -103,6 +94,29 @@ impl DbInner {
             }
         }
         Ok(out)
+    }
+}
+
+impl DbInner {
+    /// The files of a level ≥ 1 (sorted and disjoint) that overlap `span`: a contiguous run,
+    /// found by binary search. The others count as range skips.
+    pub(super) fn overlapping_run<'f>(
+        &self,
+        files: &'f [Arc<FileMeta>],
+        span: &super::read::RowSpan<'_>,
+    ) -> &'f [Arc<FileMeta>] {
+        let lo = files.partition_point(|f| span.ends_before(f));
+        let rest = files.get(lo..).unwrap_or_default();
+        let run = rest
+            .get(..rest.partition_point(|f| !span.starts_after(f)))
+            .unwrap_or_default();
+        let skipped = files.len() - run.len();
+        if skipped > 0 {
+            self.counters
+                .range_skips
+                .fetch_add(skipped as u64, AtomicOrdering::Relaxed);
+        }
+        run
     }
 }
 

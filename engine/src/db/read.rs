@@ -116,7 +116,12 @@ impl DbInner {
             let Some(levels) = sv.version.levels(*family) else {
                 continue;
             };
-            for files in levels.iter() {
+            for (level, files) in levels.iter().enumerate() {
+                let files = if level == 0 {
+                    files.as_slice()
+                } else {
+                    self.overlapping_run(files, span)
+                };
                 for f in files {
                     if !span.overlaps(f) {
                         self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
