@@ -59,21 +59,18 @@ impl RowSpan<'_> {
         !self.ends_before(f) && !self.starts_after(f)
     }
 
-    /// Every row of `f` is before the span (a file whose key does not parse is kept).
+    /// Every row of `f` is before the span (a file whose key has no row is kept). Only the
+    /// row is read from the key: this runs for every file a Get passes.
     pub(super) fn ends_before(&self, f: &FileMeta) -> bool {
-        KeyRef::parse(&f.largest).is_ok_and(|hi| hi.row < self.start)
+        key_row(&f.largest).is_some_and(|hi| hi < self.start)
     }
 
     /// Every row of `f` is past the span's stop.
     pub(super) fn starts_after(&self, f: &FileMeta) -> bool {
-        let Ok(lo) = KeyRef::parse(&f.smallest) else {
+        let Some(stop) = self.stop else {
             return false;
         };
-        match self.stop {
-            Some(stop) if self.inclusive_stop => lo.row > stop,
-            Some(stop) => lo.row >= stop,
-            None => false,
-        }
+        key_row(&f.smallest).is_some_and(|lo| lo > stop || (lo == stop && !self.inclusive_stop))
     }
 }
 
@@ -117,13 +114,15 @@ impl DbInner {
                 continue;
             };
             for (level, files) in levels.iter().enumerate() {
-                let files = if level == 0 {
-                    files.as_slice()
+                // Level 0's files overlap one another: each is checked. A deeper level's run
+                // overlaps the span by construction.
+                let (files, check) = if level == 0 {
+                    (files.as_slice(), true)
                 } else {
-                    self.overlapping_run(files, span)
+                    (self.overlapping_run(files, span), false)
                 };
                 for f in files {
-                    if !span.overlaps(f) {
+                    if check && !span.overlaps(f) {
                         self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
