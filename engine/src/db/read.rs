@@ -360,7 +360,7 @@ fn forward_sources<'a>(
 /// One resolver per family of a table, reset at each new row.
 struct Resolvers<'q> {
     /// A table has a handful of families: a linear search beats hashing the name per cell.
-    by_family: Vec<(Vec<u8>, RowResolver<'q>)>,
+    by_family: Vec<(&'q str, RowResolver<'q>)>,
     /// Cells stepped over since the current column was done.
     overrun: usize,
 }
@@ -370,14 +370,13 @@ struct Resolvers<'q> {
 const MAX_SEQUENTIAL_SKIP: usize = 8;
 
 impl<'q> Resolvers<'q> {
-    fn new(t: &TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
+    fn new(t: &'q TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
         let by_family = t
             .families
             .iter()
             .map(|f| {
-                let name = f.descriptor.name.clone();
-                let p = params(&name);
-                (name.into_bytes(), RowResolver::new(&f.descriptor, p))
+                let name = f.descriptor.name.as_str();
+                (name, RowResolver::new(&f.descriptor, params(name)))
             })
             .collect();
         Resolvers {
@@ -387,7 +386,7 @@ impl<'q> Resolvers<'q> {
     }
 
     /// The resolvers of a scan at read point `rp`.
-    fn for_scan(t: &TableInfo, scan: &'q Scan, rp: SeqNo, now: Timestamp) -> Self {
+    fn for_scan(t: &'q TableInfo, scan: &'q Scan, rp: SeqNo, now: Timestamp) -> Self {
         Self::new(t, |name| ReadParams::for_scan(scan, name, rp, now))
     }
 
@@ -407,12 +406,12 @@ impl<'q> Resolvers<'q> {
         key: &KeyRef<'_>,
         value: &[u8],
         tags: &[u8],
-        out: &mut impl CellSink,
+        out: &mut impl CellSink<'q>,
     ) -> Result<Option<Vec<u8>>> {
-        let Some(r) = self
+        let Some((family, r)) = self
             .by_family
             .iter_mut()
-            .find_map(|(name, r)| (name.as_slice() == key.family).then_some(r))
+            .find(|(name, _)| name.as_bytes() == key.family)
         else {
             return Ok(None);
         };
@@ -422,7 +421,7 @@ impl<'q> Resolvers<'q> {
             } else {
                 &[]
             };
-            out.push_cell(key, v)?;
+            out.push_cell(key, family, v)?;
         }
         if !r.column_done() || key.qualifier.is_empty() {
             self.overrun = 0;

@@ -69,7 +69,7 @@ pub struct RowView<'a> {
 
 #[derive(Debug, Clone, Copy)]
 enum Cells<'a> {
-    Raw(&'a RawCells, usize, usize),
+    Raw(&'a RawCells<'a>, usize, usize),
     Owned(&'a [Cell]),
 }
 
@@ -83,7 +83,7 @@ impl<'a> RowView<'a> {
     }
 
     /// Cells `from..to` of `raw`, all of row `key`.
-    pub(crate) fn raw(key: &'a [u8], raw: &'a RawCells, from: usize, to: usize) -> Self {
+    pub(crate) fn raw(key: &'a [u8], raw: &'a RawCells<'a>, from: usize, to: usize) -> Self {
         RowView {
             key,
             cells: Cells::Raw(raw, from, to),
@@ -149,39 +149,48 @@ impl<'a> RowView<'a> {
 }
 
 /// Where version resolution puts the cells it returns: owned [`Cell`]s, or a [`RawCells`]
-/// buffer for a streamed scan.
-pub(crate) trait CellSink {
+/// buffer for a streamed scan. `family` is the family's declared name (the bytes of
+/// `key.family`), borrowed from the table's schema for `'f`.
+pub(crate) trait CellSink<'f> {
     /// Append the cell of `key` with `value` (already emptied for markers).
-    fn push_cell(&mut self, key: &KeyRef<'_>, value: &[u8]) -> Result<()>;
+    fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, value: &[u8]) -> Result<()>;
 }
 
-impl CellSink for Vec<Cell> {
-    fn push_cell(&mut self, key: &KeyRef<'_>, value: &[u8]) -> Result<()> {
-        self.push(Cell::from_key(key, value)?);
+impl CellSink<'_> for Vec<Cell> {
+    fn push_cell(&mut self, key: &KeyRef<'_>, family: &str, value: &[u8]) -> Result<()> {
+        let mut c = Cell::from_key(
+            &KeyRef {
+                family: &[],
+                ..*key
+            },
+            value,
+        )?;
+        family.clone_into(&mut c.family);
+        self.push(c);
         Ok(())
     }
 }
 
-/// The cells of one row, their family, qualifier and value bytes packed in one buffer reused
-/// from row to row.
+/// The cells of one row, their qualifier and value bytes packed in one buffer reused from row
+/// to row; family names are borrowed from the schema.
 #[derive(Debug, Default)]
-pub(crate) struct RawCells {
+pub(crate) struct RawCells<'f> {
     bytes: Vec<u8>,
-    cells: Vec<RawCell>,
+    cells: Vec<RawCell<'f>>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct RawCell {
-    /// Family, qualifier and value follow one another in `bytes` from here.
+struct RawCell<'f> {
+    family: &'f str,
+    /// Qualifier and value follow one another in `bytes` from here.
     at: usize,
-    family: usize,
     qualifier: usize,
     value: usize,
     timestamp: Timestamp,
     cell_type: CellType,
 }
 
-impl RawCells {
+impl RawCells<'_> {
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.cells.clear();
@@ -193,13 +202,11 @@ impl RawCells {
 
     fn get<'a>(&'a self, row: &'a [u8], i: usize) -> Option<CellRef<'a>> {
         let c = self.cells.get(i)?;
-        let f_end = c.at + c.family;
-        let q_end = f_end + c.qualifier;
+        let q_end = c.at + c.qualifier;
         Some(CellRef {
             row,
-            // Checked UTF-8 when stored.
-            family: std::str::from_utf8(self.bytes.get(c.at..f_end)?).ok()?,
-            qualifier: self.bytes.get(f_end..q_end)?,
+            family: c.family,
+            qualifier: self.bytes.get(c.at..q_end)?,
             timestamp: c.timestamp,
             cell_type: c.cell_type,
             value: self.bytes.get(q_end..q_end + c.value)?,
@@ -207,22 +214,17 @@ impl RawCells {
     }
 }
 
-impl CellSink for RawCells {
-    fn push_cell(&mut self, key: &KeyRef<'_>, value: &[u8]) -> Result<()> {
+impl<'f> CellSink<'f> for RawCells<'f> {
+    fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, value: &[u8]) -> Result<()> {
         let cell_type = key.cell_type().ok_or_else(|| {
             Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
         })?;
-        // Family names are validated ASCII when declared; a key that says otherwise is not
-        // one this database wrote.
-        std::str::from_utf8(key.family)
-            .map_err(|_| Error::InvalidArgument("a stored family name is not UTF-8".to_owned()))?;
         let at = self.bytes.len();
-        self.bytes.extend_from_slice(key.family);
         self.bytes.extend_from_slice(key.qualifier);
         self.bytes.extend_from_slice(value);
         self.cells.push(RawCell {
+            family,
             at,
-            family: key.family.len(),
             qualifier: key.qualifier.len(),
             value: value.len(),
             timestamp: key.timestamp,
