@@ -71,11 +71,7 @@ impl DbInner {
                             self.counters
                                 .range_skips
                                 .fetch_add(1, AtomicOrdering::Relaxed);
-                        } else if !super::read::time_overlaps(f, range, nvb) {
-                            self.counters
-                                .time_skips
-                                .fetch_add(1, AtomicOrdering::Relaxed);
-                        } else {
+                        } else if self.time_candidate(f, range, nvb) {
                             out.l0.push(self.reader(*family, f.number)?);
                         }
                     }
@@ -95,9 +91,7 @@ impl DbInner {
         }
         Ok(out)
     }
-}
 
-impl DbInner {
     /// The files of a level ≥ 1 (sorted and disjoint) that overlap `span`: a contiguous run,
     /// found by binary search. The others count as range skips.
     pub(super) fn overlapping_run<'f>(
@@ -156,11 +150,7 @@ impl<'a> LevelIter<'a> {
         let (Some(f), Some(slot)) = (l.files.get(i), l.readers.get(i)) else {
             return Ok(None);
         };
-        if !super::read::time_overlaps(f, &l.range, l.nvb) {
-            self.db
-                .counters
-                .time_skips
-                .fetch_add(1, AtomicOrdering::Relaxed);
+        if !self.db.time_candidate(f, &l.range, l.nvb) {
             return Ok(None);
         }
         if slot.get().is_none() {
@@ -170,25 +160,23 @@ impl<'a> LevelIter<'a> {
         Ok(slot.get().map(|r| HFileCellIter::new(r.iter())))
     }
 
-    /// Position on file `i` with `place` (a seek inside it), moving on to the following
+    /// Position on file `at` with `place` (a seek inside it), moving on to the following
     /// files (`forward`) or the preceding ones, each from its first or last cell, until a cell
-    /// is found or the level ends.
+    /// is found or the level ends. `None` (or an index past the last file) is off the level.
     fn settle(
         &mut self,
-        mut i: usize,
+        mut at: Option<usize>,
         forward: bool,
         place: impl FnOnce(&mut HFileCellIter<'a, FormatSource>) -> Result<()>,
     ) -> Result<()> {
         let mut place = Some(place);
-        loop {
-            if i >= self.level.files.len() {
-                self.cur = None;
-                return Ok(());
-            }
+        while let Some(i) = at.filter(|&i| i < self.level.files.len()) {
             self.at = i;
             self.cur = self.open(i)?;
+            // Only the first file reached is placed by the seek; later ones start at an end.
+            let p = place.take();
             if let Some(c) = self.cur.as_mut() {
-                match place.take() {
+                match p {
                     Some(p) => p(c)?,
                     None if forward => c.seek_to_first()?,
                     None => c.seek_to_last()?,
@@ -196,17 +184,35 @@ impl<'a> LevelIter<'a> {
                 if c.valid() {
                     return Ok(());
                 }
-            } else {
-                place = None;
             }
-            if forward {
-                i += 1;
-            } else if i == 0 {
-                self.cur = None;
-                return Ok(());
+            at = if forward {
+                i.checked_add(1)
             } else {
-                i -= 1;
-            }
+                i.checked_sub(1)
+            };
+        }
+        self.cur = None;
+        Ok(())
+    }
+
+    /// `next` (`forward`) or `prev`: a step inside the current file, else on to the
+    /// neighbouring files.
+    fn step(&mut self, forward: bool) -> Result<()> {
+        let Some(c) = self.cur.as_mut() else {
+            return Ok(());
+        };
+        if forward {
+            c.next()?;
+        } else {
+            c.prev()?;
+        }
+        if c.valid() {
+            return Ok(());
+        }
+        if forward {
+            self.settle(self.at.checked_add(1), true, |c| c.seek_to_first())
+        } else {
+            self.settle(self.at.checked_sub(1), false, |c| c.seek_to_last())
         }
     }
 }
@@ -226,7 +232,7 @@ impl CellIter for LevelIter<'_> {
             .level
             .files
             .partition_point(|f| compare_keys(&f.largest, target) == Ordering::Less);
-        self.settle(i, true, |c| c.seek(target))
+        self.settle(Some(i), true, |c| c.seek(target))
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
@@ -236,56 +242,24 @@ impl CellIter for LevelIter<'_> {
             .level
             .files
             .partition_point(|f| compare_keys(&f.smallest, target) != Ordering::Greater);
-        match n.checked_sub(1) {
-            Some(i) => self.settle(i, false, |c| c.seek_for_prev(target)),
-            None => {
-                self.cur = None;
-                Ok(())
-            }
-        }
+        self.settle(n.checked_sub(1), false, |c| c.seek_for_prev(target))
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.settle(0, true, |c| c.seek_to_first())
+        self.settle(Some(0), true, |c| c.seek_to_first())
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        match self.level.files.len().checked_sub(1) {
-            Some(i) => self.settle(i, false, |c| c.seek_to_last()),
-            None => {
-                self.cur = None;
-                Ok(())
-            }
-        }
+        let last = self.level.files.len().checked_sub(1);
+        self.settle(last, false, |c| c.seek_to_last())
     }
 
     fn next(&mut self) -> Result<()> {
-        let Some(c) = self.cur.as_mut() else {
-            return Ok(());
-        };
-        c.next()?;
-        if c.valid() {
-            return Ok(());
-        }
-        let i = self.at + 1;
-        self.settle(i, true, |c| c.seek_to_first())
+        self.step(true)
     }
 
     fn prev(&mut self) -> Result<()> {
-        let Some(c) = self.cur.as_mut() else {
-            return Ok(());
-        };
-        c.prev()?;
-        if c.valid() {
-            return Ok(());
-        }
-        match self.at.checked_sub(1) {
-            Some(i) => self.settle(i, false, |c| c.seek_to_last()),
-            None => {
-                self.cur = None;
-                Ok(())
-            }
-        }
+        self.step(false)
     }
 
     fn valid(&self) -> bool {

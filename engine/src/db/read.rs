@@ -89,7 +89,7 @@ fn successor(row: &[u8]) -> Vec<u8> {
 /// NEW_VERSION_BEHAVIOR, through its versions (which count toward VERSIONS whatever the range,
 /// SPEC.md §13); so it is skipped only when it holds no marker and the family counts versions
 /// the classic way.
-pub(super) fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
+fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
     if range.is_all() || f.max_ts < range.min {
         return range.is_all();
     }
@@ -97,6 +97,16 @@ pub(super) fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool 
 }
 
 impl DbInner {
+    /// Whether `f` can change a read limited to `range` ([`time_overlaps`]); a file that
+    /// cannot counts as a time skip.
+    pub(super) fn time_candidate(&self, f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
+        let keep = time_overlaps(f, range, nvb);
+        if !keep {
+            self.counters.time_skips.fetch_add(1, Ordering::Relaxed);
+        }
+        keep
+    }
+
     /// Open readers of the files of `families` that may hold the row of a Get (`span` of one
     /// row) in `range`, asking each file's bloom filter, and collect the chosen files'
     /// metadata in `metas`. (Scans take [`DbInner::scan_files`].)
@@ -130,8 +140,7 @@ impl DbInner {
                         .families
                         .get(family)
                         .is_some_and(|d| d.new_version_behavior);
-                    if !time_overlaps(f, range, nvb) {
-                        self.counters.time_skips.fetch_add(1, Ordering::Relaxed);
+                    if !self.time_candidate(f, range, nvb) {
                         continue;
                     }
                     let r = self.reader(*family, f.number)?;
