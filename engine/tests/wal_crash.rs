@@ -1,7 +1,9 @@
 //! Real crash test: this test binary re-executes itself as a child process that appends
-//! `FsyncWal` records from 4 threads and prints every acknowledged seq; the parent SIGKILLs it
+//! records from 4 threads and prints every acknowledged seq; the parent SIGKILLs it
 //! mid-stream, then replays the directory. Every acknowledged seq must be present and the
-//! recovered seqs must be a gap-free prefix 1..=R. Run for both devices.
+//! recovered seqs must be a gap-free prefix 1..=R. Run for both devices, with `FsyncWal`
+//! records, and with `SyncWal` records (copied into the segment through a memory map) among
+//! which every 50th is `FsyncWal` (written by the device).
 //!
 //! SIGKILL leaves the page cache intact, so this checks the process-crash half of the contract
 //! (and that the WAL never acknowledges before its write completed); power loss needs the
@@ -19,6 +21,8 @@ use cellar::wal::{replay, BackendKind, Durability, RecoveryMode, Wal, WalOptions
 
 const CHILD_DIR: &str = "CELLAR_WAL_CRASH_CHILD_DIR";
 const CHILD_BACKEND: &str = "CELLAR_WAL_CRASH_CHILD_BACKEND";
+/// `fsync` (every record `FsyncWal`) or `mixed` (`SyncWal`, every 50th `FsyncWal`).
+const CHILD_DURABILITY: &str = "CELLAR_WAL_CRASH_CHILD_DURABILITY";
 
 /// Child mode only (does nothing in a normal test run).
 #[test]
@@ -30,10 +34,12 @@ fn crash_child() {
         Ok("io_uring") => BackendKind::IoUring,
         _ => BackendKind::Sync,
     };
+    let mixed = std::env::var(CHILD_DURABILITY).as_deref() == Ok("mixed");
     let opts = WalOptions {
         // Small segments so the kill also lands around rolls.
         segment_size: 64 << 10,
         backend,
+        mapped_writes: true,
     };
     let wal = Arc::new(Wal::open(Arc::new(RealFs), Path::new(&dir), opts, 1).unwrap());
     // Leading newline: libtest has already printed "test crash_child ... " on this line.
@@ -52,11 +58,18 @@ fn crash_child() {
                 // Bounded so an orphaned child cannot run forever.
                 while Instant::now() < deadline {
                     let payload = format!("t{t}-i{i}-{}", "x".repeat((i % 200) as usize));
-                    let seq = wal
-                        .append(payload.as_bytes(), Durability::FsyncWal)
-                        .unwrap();
+                    let d = if mixed && i % 50 != 0 {
+                        Durability::SyncWal
+                    } else {
+                        Durability::FsyncWal
+                    };
+                    let seq = wal.append(payload.as_bytes(), d).unwrap();
                     // Bypasses libtest's output capture; one write per line.
-                    writeln!(std::io::stdout().lock(), "ACK {seq} {t} {i}").unwrap();
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ACK {seq} {t} {i}").unwrap();
+                    if i % 20 == 19 {
+                        writeln!(out, "MAPPED {}", wal.stats().mapped_groups).unwrap();
+                    }
                     i += 1;
                 }
             })
@@ -67,7 +80,7 @@ fn crash_child() {
     }
 }
 
-fn crash_once(backend: &str, kill_after: usize) {
+fn crash_once(backend: &str, durability: &str, kill_after: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -79,6 +92,7 @@ fn crash_once(backend: &str, kill_after: usize) {
         ])
         .env(CHILD_DIR, dir.path())
         .env(CHILD_BACKEND, backend)
+        .env(CHILD_DURABILITY, durability)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -86,8 +100,9 @@ fn crash_once(backend: &str, kill_after: usize) {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut acked: BTreeMap<u64, (u32, u64)> = BTreeMap::new();
     let mut ran = String::new();
+    let mut mapped = 0u64;
     let t0 = Instant::now();
-    let parse = |line: &str, acked: &mut BTreeMap<u64, (u32, u64)>, ran: &mut String| {
+    let mut parse = |line: &str, acked: &mut BTreeMap<u64, (u32, u64)>, ran: &mut String| {
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.as_slice() {
             ["ACK", seq, t, i] => {
@@ -98,6 +113,7 @@ fn crash_once(backend: &str, kill_after: usize) {
                 assert!(prev.is_none(), "seq {seq} acknowledged twice");
             }
             ["BACKEND", b] => *ran = b.to_string(),
+            ["MAPPED", n] => mapped = mapped.max(n.parse().unwrap()),
             _ => {}
         }
     };
@@ -116,6 +132,9 @@ fn crash_once(backend: &str, kill_after: usize) {
     }
     assert_eq!(ran, backend, "the child ran another backend");
     assert!(acked.len() >= kill_after, "child exited early");
+    if durability == "mixed" {
+        assert!(mapped > 0, "no group was copied through a map");
+    }
 
     let mut recovered = Vec::new();
     let summary = replay(
@@ -146,7 +165,7 @@ fn crash_once(backend: &str, kill_after: usize) {
         );
     }
     eprintln!(
-        "{backend}: {} acked, {r} recovered over {} segments, torn tail: {:?}",
+        "{backend} {durability}: {} acked ({mapped} groups mapped), {r} recovered over {} segments, torn tail: {:?}",
         acked.len(),
         summary.segments.len(),
         summary.torn_tail
@@ -171,7 +190,16 @@ fn crash_once(backend: &str, kill_after: usize) {
 #[test]
 fn sigkill_loses_no_acknowledged_record_sync_backend() {
     for kill_after in [200, 500, 1200] {
-        crash_once("sync", kill_after);
+        crash_once("sync", "fsync", kill_after);
+    }
+}
+
+/// SIGKILL leaves the page cache, so `SyncWal` acknowledgements survive it too, whether the
+/// group was copied through a map or written by the device.
+#[test]
+fn sigkill_loses_no_acknowledged_sync_wal_record() {
+    for kill_after in [500, 5_000, 30_000] {
+        crash_once("sync", "mixed", kill_after);
     }
 }
 
@@ -186,6 +214,9 @@ fn sigkill_loses_no_acknowledged_record_io_uring() {
     return;
     #[allow(unreachable_code)]
     for kill_after in [200, 500, 1200] {
-        crash_once("io_uring", kill_after);
+        crash_once("io_uring", "fsync", kill_after);
+    }
+    for kill_after in [500, 30_000] {
+        crash_once("io_uring", "mixed", kill_after);
     }
 }

@@ -19,6 +19,7 @@ fn opts(backend: BackendKind, segment_size: u64) -> WalOptions {
     WalOptions {
         segment_size,
         backend,
+        ..WalOptions::default()
     }
 }
 
@@ -137,6 +138,73 @@ fn fsync_wal_syncs_each_group() {
             (100..110).collect::<Vec<_>>()
         );
     }
+}
+
+/// Unsynced groups are copied through a map of the segment, synced ones written by the
+/// device, interleaved in one segment and across preallocation steps and rolls: every record
+/// reads back in order, also while the WAL is open (as recovery after a process crash would).
+#[test]
+fn mapped_and_written_groups_interleave_across_steps_and_rolls() {
+    for backend in backends() {
+        for mapped in [true, false] {
+            let d = tempfile::tempdir().unwrap();
+            let o = WalOptions {
+                mapped_writes: mapped,
+                ..opts(backend, 3 << 20)
+            };
+            let w = Wal::open(real(), d.path(), o, 1).unwrap();
+            let mut want = Vec::new();
+            let (mut synced, mut unsynced) = (0, 0);
+            // 150-byte records: about 7 MB, two rolls, each segment in 1 MiB steps.
+            for i in 1..=40_000u64 {
+                let p = format!("{i:>150}").into_bytes();
+                let dur = if i % 97 == 0 {
+                    synced += 1;
+                    Durability::FsyncWal
+                } else {
+                    unsynced += 1;
+                    Durability::SyncWal
+                };
+                assert_eq!(w.append(&p, dur).unwrap(), i);
+                want.push((i, p));
+                if i % 10_000 == 0 {
+                    assert_eq!(read_all(d.path(), RecoveryMode::Strict), want);
+                }
+            }
+            let s = w.stats();
+            assert!(s.current_segment >= 3, "{s:?}");
+            assert_eq!(s.groups, synced + unsynced);
+            assert!(s.syncs >= synced, "{s:?}");
+            // CI runs this file again with the maps turned off by the environment.
+            let effective = match std::env::var(cellar::wal::MAPPED_ENV).as_deref() {
+                Ok("0") => false,
+                Ok("1") => true,
+                _ => mapped,
+            };
+            if effective {
+                assert_eq!(s.mapped_groups, unsynced, "{backend}: {s:?}");
+            } else {
+                assert_eq!(s.mapped_groups, 0);
+            }
+            w.close().unwrap();
+            assert_eq!(read_all(d.path(), RecoveryMode::Strict), want);
+        }
+    }
+}
+
+/// The fault-injecting file system gives no map, so its faults reach every write.
+#[test]
+fn files_that_are_not_real_are_never_mapped() {
+    let d = tempfile::tempdir().unwrap();
+    let plan: SharedFs = Arc::new(FaultFs::new(RealFs));
+    let w = Wal::open(plan, d.path(), WalOptions::default(), 1).unwrap();
+    for i in 1..=100u64 {
+        w.append(&i.to_le_bytes(), Durability::SyncWal).unwrap();
+    }
+    let s = w.stats();
+    assert_eq!((s.groups, s.mapped_groups), (100, 0));
+    w.close().unwrap();
+    assert_eq!(read_all(d.path(), RecoveryMode::Strict).len(), 100);
 }
 
 #[test]

@@ -492,3 +492,30 @@ fn put_with_a_ttl_attribute_writes_a_cell_that_expires() {
     assert!(lines[3].contains(r#""ok":false"#), "{}", lines[3]);
     assert_eq!(lines[4], r#"{"ok":true,"count":1}"#);
 }
+
+/// `status` reports the WAL: its device and how its groups were written. The shell's puts
+/// are `SyncWal`, copied through a map of the segment unless the environment turns maps off
+/// (CI runs the tests both ways).
+#[test]
+fn status_reports_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "create 't', 'cf'\nput 't', 'a', 'cf:q', '1'\nput 't', 'b', 'cf:q', '2'\nput 't', 'c', 'cf:q', '3'\nstatus\n";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let last = r.stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    let wal = &v["stats"]["wal"];
+    assert_eq!(wal["records"], 3, "{last}");
+    assert_eq!(wal["groups"], 3, "{last}");
+    let mapped = std::env::var("CELLAR_WAL_MAPPED").as_deref() != Ok("0");
+    assert_eq!(wal["mapped_groups"], if mapped { 3 } else { 0 }, "{last}");
+    assert!(wal["device"] == "io_uring" || wal["device"] == "sync", "{last}");
+    assert!(
+        v["report"]
+            .as_str()
+            .unwrap()
+            .contains("records 3 in 3 groups"),
+        "{last}"
+    );
+}

@@ -987,6 +987,20 @@ pub(super) fn report(s: &super::Stats) -> String {
         "Reads: files skipped by bloom {}, by key range {}, by time range {}",
         s.bloom_skips, s.range_skips, s.time_skips
     );
+    let w = &s.wal;
+    let _ = writeln!(
+        o,
+        "WAL: device {}, segment {}, records {} in {} groups ({} copied through a map, largest \
+         {}), {:.1} MB, fdatasyncs {}",
+        w.backend,
+        w.current_segment,
+        w.records,
+        w.groups,
+        w.mapped_groups,
+        w.max_group,
+        mb(w.bytes),
+        w.syncs,
+    );
     let _ = writeln!(
         o,
         "Memstores: active {:.1} MB, frozen {:.1} MB; snapshots live {} (oldest {:?}); read point {}",

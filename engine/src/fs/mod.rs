@@ -7,6 +7,7 @@
 //! which one they run on.
 
 pub mod fault;
+mod map;
 mod real;
 pub mod sim;
 
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use fault::{Fault, FaultFs, OpKind, Rule};
+pub use map::WriteMap;
 pub use real::RealFs;
 pub use sim::{CrashPolicy, FsyncFailMode, SimFs};
 
@@ -41,6 +43,14 @@ pub trait File: Send + Sync + Debug {
     fn truncate(&self, len: u64) -> io::Result<()>;
     /// The raw descriptor, for io_uring; `None` for files that are not real.
     fn raw_fd(&self) -> Option<i32>;
+    /// A shared writable map of `[offset, offset + len)` ([`WriteMap`]), or `None` where
+    /// stores into a map could fail: files that are not real (whose writes must go through
+    /// [`File::write_at`] to be simulated or faulted), a range past the file's end, or a file
+    /// whose space was not all reserved by fallocate. `Some(Err)` when the map call failed.
+    fn map_for_write(&self, offset: u64, len: usize) -> Option<io::Result<WriteMap>> {
+        let _ = (offset, len);
+        None
+    }
 
     /// Fill `buf` from `offset`, failing with `UnexpectedEof` if the file is shorter.
     fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {

@@ -5,48 +5,89 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::{File, FileSystem, LockGuard};
+use super::{File, FileSystem, LockGuard, WriteMap};
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
 
 #[derive(Debug)]
-struct RealFile(std::fs::File);
+struct RealFile {
+    file: std::fs::File,
+    /// Some allocation extended the file without reserving its blocks (no fallocate): a
+    /// store into a map of it could meet a full disk, so it is never mapped.
+    sparse: AtomicBool,
+}
+
+impl RealFile {
+    /// `created`: the file was created empty by this handle, so every byte of it is one this
+    /// handle wrote or allocated; a file opened otherwise may hold holes from before.
+    fn shared(file: std::fs::File, created: bool) -> Arc<dyn File> {
+        Arc::new(RealFile {
+            file,
+            sparse: AtomicBool::new(!created),
+        })
+    }
+}
 
 impl File for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.0.read_at(buf, offset)
+        self.file.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.0.write_at(buf, offset)
+        self.file.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+        self.file.sync_data()
     }
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
+        Ok(self.file.metadata()?.len())
     }
     fn allocate(&self, len: u64) -> io::Result<()> {
         let cur = self.len()?;
         if len <= cur {
             return Ok(());
         }
-        match rustix::fs::fallocate(&self.0, rustix::fs::FallocateFlags::empty(), cur, len - cur) {
+        match rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::empty(),
+            cur,
+            len - cur,
+        ) {
             Ok(()) => Ok(()),
             // File systems without fallocate (tmpfs on old kernels, some FUSE): extend instead,
             // which still gives a zero-filled tail that readers treat as "no record".
-            Err(rustix::io::Errno::OPNOTSUPP) => self.0.set_len(len),
+            Err(rustix::io::Errno::OPNOTSUPP) => {
+                self.sparse.store(true, Ordering::Relaxed);
+                self.file.set_len(len)
+            }
             Err(e) => Err(e.into()),
         }
     }
     fn truncate(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
+        if len > self.len()? {
+            // Extending by truncation leaves a hole.
+            self.sparse.store(true, Ordering::Relaxed);
+        }
+        self.file.set_len(len)
     }
     fn raw_fd(&self) -> Option<i32> {
-        Some(self.0.as_raw_fd())
+        Some(self.file.as_raw_fd())
+    }
+    fn map_for_write(&self, offset: u64, len: usize) -> Option<io::Result<WriteMap>> {
+        if self.sparse.load(Ordering::Relaxed) {
+            return None;
+        }
+        // Every byte of the range must exist: a store past the end is a SIGBUS.
+        match self.len() {
+            Ok(n) if offset.checked_add(len as u64).is_some_and(|e| e <= n) => {}
+            Ok(_) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        Some(WriteMap::new(&self.file, offset, len))
     }
 }
 
@@ -67,7 +108,7 @@ impl FileSystem for RealFs {
             .create_new(true)
             .mode(0o644)
             .open(path)?;
-        Ok(Arc::new(RealFile(f)))
+        Ok(RealFile::shared(f, true))
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
@@ -75,7 +116,7 @@ impl FileSystem for RealFs {
             .read(true)
             .write(true)
             .open(path)?;
-        Ok(Arc::new(RealFile(f)))
+        Ok(RealFile::shared(f, false))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -128,6 +169,34 @@ impl FileSystem for RealFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_reserved_bytes_of_created_files_are_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = RealFs;
+        let p = dir.path().join("m");
+        let f = fs.create(&p).unwrap();
+        f.allocate(64 << 10).unwrap();
+        let mut m = f.map_for_write(4000, 8192).unwrap().unwrap();
+        assert_eq!((m.offset(), m.end()), (4000, 12192));
+        assert!(m.write(4000, b"head"));
+        assert!(m.write(12188, b"tail"));
+        assert!(!m.write(12189, b"tail"), "past the window");
+        assert!(!m.write(3999, b"x"), "before the window");
+        drop(m);
+        let mut b = [0u8; 4];
+        f.read_exact_at(&mut b, 4000).unwrap();
+        assert_eq!(&b, b"head");
+        f.read_exact_at(&mut b, 12188).unwrap();
+        assert_eq!(&b, b"tail");
+        // Past the end: a store there would be a SIGBUS.
+        assert!(f.map_for_write(60 << 10, 8 << 10).is_none());
+        // Opened, not created here: its space may have holes.
+        assert!(fs.open(&p).unwrap().map_for_write(0, 4096).is_none());
+        // Extended by truncation: a hole.
+        f.truncate(128 << 10).unwrap();
+        assert!(f.map_for_write(0, 4096).is_none());
+    }
 
     #[test]
     fn create_write_sync_read_rename_remove() {

@@ -92,6 +92,12 @@ pub struct WalOptions {
     pub segment_size: u64,
     /// Which device writes the log.
     pub backend: BackendKind,
+    /// Copy unsynced groups (`SyncWal`, `AsyncWal`) into the segment through a shared memory
+    /// map of its preallocated space instead of a device write, where the file system allows
+    /// it safely ([`crate::fs::File::map_for_write`]): the bytes reach the OS as with a
+    /// `pwrite`, without a system call. Synced groups always go through the device. The
+    /// environment variable [`MAPPED_ENV`] (`0` or `1`) overrides this.
+    pub mapped_writes: bool,
 }
 
 /// Smallest accepted [`WalOptions::segment_size`].
@@ -100,11 +106,15 @@ pub const MIN_SEGMENT_SIZE: u64 = 4096;
 /// Environment variable that overrides [`BackendKind::Auto`]: `io_uring` or `sync`.
 pub const BACKEND_ENV: &str = "CELLAR_WAL_BACKEND";
 
+/// Environment variable that overrides [`WalOptions::mapped_writes`]: `0` or `1`.
+pub const MAPPED_ENV: &str = "CELLAR_WAL_MAPPED";
+
 impl Default for WalOptions {
     fn default() -> Self {
         WalOptions {
             segment_size: 64 << 20,
             backend: BackendKind::Auto,
+            mapped_writes: true,
         }
     }
 }
@@ -118,8 +128,10 @@ pub struct WalStats {
     pub records: u64,
     /// Framed bytes written.
     pub bytes: u64,
-    /// Groups (device writes carrying records).
+    /// Groups (device writes or mapped copies carrying records).
     pub groups: u64,
+    /// Of those, groups copied through a memory map ([`WalOptions::mapped_writes`]).
+    pub mapped_groups: u64,
     /// fdatasyncs issued.
     pub syncs: u64,
     /// Number of the segment being appended to.
@@ -133,6 +145,7 @@ pub(crate) struct StatsInner {
     records: AtomicU64,
     bytes: AtomicU64,
     groups: AtomicU64,
+    mapped_groups: AtomicU64,
     syncs: AtomicU64,
     current_segment: AtomicU64,
     max_group: AtomicU64,
@@ -164,6 +177,19 @@ fn env_backend() -> Option<BackendKind> {
         "" | "auto" => None,
         other => {
             tracing::warn!(value = other, "ignoring unknown {BACKEND_ENV}");
+            None
+        }
+    }
+}
+
+fn env_mapped() -> Option<bool> {
+    let v = std::env::var(MAPPED_ENV).ok()?;
+    match v.trim() {
+        "0" | "false" | "off" => Some(false),
+        "1" | "true" | "on" => Some(true),
+        "" => None,
+        other => {
+            tracing::warn!(value = other, "ignoring unknown {MAPPED_ENV}");
             None
         }
     }
@@ -278,7 +304,14 @@ impl Wal {
         }
         let device = select_device(opts.backend, &seg.file, dir)?;
         let backend = device.kind();
-        tracing::info!(backend = %backend, dir = %dir.display(), segment = number, "WAL opened");
+        let mapped_writes = env_mapped().unwrap_or(opts.mapped_writes);
+        tracing::info!(
+            backend = %backend,
+            mapped_writes,
+            dir = %dir.display(),
+            segment = number,
+            "WAL opened"
+        );
         let stats = Arc::new(StatsInner::default());
         stats.current_segment.store(number, Ordering::Relaxed);
         let w = writer::Writer {
@@ -291,6 +324,7 @@ impl Wal {
             buf: Vec::new(),
             last_written_seq: 0,
             buf_last_seq: 0,
+            mapped_writes,
         };
         let shared = sync_shim::Arc::new(commit::Shared::new(next_seq, w));
         let bg = shared.clone();
@@ -376,6 +410,7 @@ impl Wal {
             records: s.records.load(Ordering::Relaxed),
             bytes: s.bytes.load(Ordering::Relaxed),
             groups: s.groups.load(Ordering::Relaxed),
+            mapped_groups: s.mapped_groups.load(Ordering::Relaxed),
             syncs: s.syncs.load(Ordering::Relaxed),
             current_segment: s.current_segment.load(Ordering::Relaxed),
             max_group: s.max_group.load(Ordering::Relaxed),

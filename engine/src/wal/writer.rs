@@ -14,6 +14,16 @@
 //! guarantees that only the newest segment can ever end in a torn write, which is what lets
 //! replay accept a torn tail in the last segment only.
 //!
+//! Unsynced groups (`SyncWal`, `AsyncWal`) are copied into the segment through a shared map of
+//! its preallocated space (`WriteMap`, when [`Writer::mapped_writes`] and the file allows it)
+//! instead of a device write: the bytes are in the OS as after a `pwrite`, at the cost of a
+//! memcpy instead of a system call (a fifth of a single-threaded put's time). The map is a
+//! window from the group's offset to the end of the preallocated space (about one
+//! [`PREALLOC_STEP`]), replaced when a group passes its end, so at most that much of the
+//! segment is mapped (mapped pages count in the process's resident set). Synced groups go
+//! through the device, whose fdatasync covers the pages written through the map as well (one
+//! page cache); bytes written both ways in one page are coherent for the same reason.
+//!
 //! Every record carries `synced_upto`: the offset of its segment up to which an fdatasync had
 //! completed when its group was framed ([`Segment::synced`]; 0 in a fresh segment). After the
 //! final fdatasync of a clean close, a SEAL attests that offset when no record does yet, so
@@ -29,7 +39,7 @@ use super::reader::segment_file_name;
 use super::record::{encode_link, encode_seal, encode_wal, wal_framed_len, LINK_PAYLOAD_LEN};
 use super::StatsInner;
 use crate::error::{Error, Result};
-use crate::fs::{File, FileSystem, SharedFs};
+use crate::fs::{File, FileSystem, SharedFs, WriteMap};
 
 /// The segment being appended to.
 #[derive(Debug)]
@@ -53,6 +63,10 @@ pub(crate) struct Segment {
     /// Bytes of the LINK at the head of the segment (0 without one): a segment holding no more
     /// than that is still empty for the roll rule.
     pub head: u64,
+    /// The window unsynced groups are copied into (module docs).
+    pub map: Option<WriteMap>,
+    /// The file gave no map (or the map call failed): the device writes every group.
+    pub unmappable: bool,
 }
 
 impl Segment {
@@ -100,6 +114,8 @@ pub(crate) fn create_segment(
         allocated,
         pending_link: None,
         head: 0,
+        map: None,
+        unmappable: false,
     })
 }
 
@@ -116,6 +132,8 @@ pub(crate) struct Writer {
     pub last_written_seq: u64,
     /// Seq of the last record framed into `buf`.
     pub buf_last_seq: u64,
+    /// Copy unsynced groups through a map of the segment (module docs).
+    pub mapped_writes: bool,
 }
 
 impl BatchWriter for Writer {
@@ -232,14 +250,16 @@ impl Writer {
                 .map_err(|e| Error::io(&self.seg.path, "preallocating WAL segment", e))?;
             self.seg.allocated = target;
         }
-        let doing = if do_sync {
-            "writing and syncing the WAL"
-        } else {
-            "writing the WAL"
-        };
-        self.device
-            .write(&self.seg.file, self.seg.offset, &self.buf, do_sync)
-            .map_err(|e| Error::io(&self.seg.path, doing, e))?;
+        if do_sync || !self.copy_mapped() {
+            let doing = if do_sync {
+                "writing and syncing the WAL"
+            } else {
+                "writing the WAL"
+            };
+            self.device
+                .write(&self.seg.file, self.seg.offset, &self.buf, do_sync)
+                .map_err(|e| Error::io(&self.seg.path, doing, e))?;
+        }
         self.seg.offset += self.buf.len() as u64;
         if has_data {
             self.seg.dirty = true;
@@ -258,6 +278,48 @@ impl Writer {
         }
         self.buf.clear();
         Ok(())
+    }
+
+    /// Copy `buf` (unsynced, inside the preallocated space) to the segment's offset through
+    /// its map, opening a new window when the current one does not hold it; `false` when the
+    /// device must write it instead (mapping off, or this file gives no map).
+    fn copy_mapped(&mut self) -> bool {
+        if !self.mapped_writes || self.seg.unmappable || self.buf.is_empty() {
+            return false;
+        }
+        let at = self.seg.offset;
+        if let Some(m) = &mut self.seg.map {
+            if m.write(at, &self.buf) {
+                self.stats.mapped_groups.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        // The old window first: one window mapped at a time.
+        self.seg.map = None;
+        let len = self.seg.allocated.saturating_sub(at);
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        match self.seg.file.map_for_write(at, len) {
+            None => self.seg.unmappable = true,
+            Some(Err(e)) => {
+                tracing::warn!(
+                    error = %e,
+                    path = %self.seg.path.display(),
+                    "could not map the WAL segment; writing it instead"
+                );
+                self.seg.unmappable = true;
+            }
+            Some(Ok(mut m)) => {
+                let ok = m.write(at, &self.buf);
+                self.seg.map = Some(m);
+                if ok {
+                    self.stats.mapped_groups.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Frame the segment's LINK ahead of its first group's records, if not written yet.

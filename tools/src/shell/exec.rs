@@ -613,6 +613,16 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
         "compactions_running": s.compaction.running,
         "compaction_pending_bytes": s.compaction.pending_bytes,
         "levels": levels,
+        "wal": {
+            "device": s.wal.backend.to_string(),
+            "segment": s.wal.current_segment,
+            "records": s.wal.records,
+            "groups": s.wal.groups,
+            "mapped_groups": s.wal.mapped_groups,
+            "max_group": s.wal.max_group,
+            "bytes": s.wal.bytes,
+            "syncs": s.wal.syncs,
+        },
     })
 }
 
