@@ -510,7 +510,10 @@ fn status_reports_the_wal() {
     assert_eq!(wal["groups"], 3, "{last}");
     let mapped = std::env::var("CELLAR_WAL_MAPPED").as_deref() != Ok("0");
     assert_eq!(wal["mapped_groups"], if mapped { 3 } else { 0 }, "{last}");
-    assert!(wal["device"] == "io_uring" || wal["device"] == "sync", "{last}");
+    assert!(
+        wal["device"] == "io_uring" || wal["device"] == "sync",
+        "{last}"
+    );
     assert!(
         v["report"]
             .as_str()

@@ -159,10 +159,66 @@ pub(crate) struct Decoded {
     pub next: usize,
 }
 
-/// Decode the DIFF entry at the start of `region`, given in `key` the previous entry's whole
-/// key (anything when the entry shares nothing), and leave in `key` this entry's whole key.
-/// The caller validates the key.
-pub(crate) fn decode_diff_entry(region: &[u8], key: &mut Vec<u8>) -> Result<Decoded, Malformed> {
+/// The row of the DIFF entry at the start of `region`, which shares nothing (a restart
+/// entry): its coordinates are stored whole, so the row is read in place, without rebuilding
+/// the key. `None` when the coordinates are too short to hold a row and family (the key would
+/// not parse: the caller then decodes it fully and lets the comparison rank it).
+pub(crate) fn diff_restart_row(region: &[u8]) -> Result<Option<&[u8]>, Malformed> {
+    let mut c = Cursor::new(region);
+    let shared = c.varint32("entry shared length")?;
+    if shared != 0 {
+        return malformed(format!("restart entry shares {shared} bytes"));
+    }
+    let unshared = c.varint32("entry unshared length")? as usize;
+    c.varint32("entry value length")?;
+    if c.u8("entry flags")? & HAS_TAGS != 0 {
+        c.varint32("entry tags length")?;
+    }
+    let coords = c.take(unshared, "entry key")?;
+    Ok(coords_row(coords))
+}
+
+/// The row of a key's coordinates (row length u16 | row | family length u8 | family |
+/// qualifier, §3.1), under the bounds `cell::row_if_well_formed` checks on a whole key; `None`
+/// when they are too short to hold a row and family.
+#[inline]
+pub(crate) fn coords_row(coords: &[u8]) -> Option<&[u8]> {
+    let &[lo, hi] = coords.first_chunk::<2>()?;
+    let fam_len_at = 2 + usize::from(u16::from_le_bytes([lo, hi]));
+    let fam_len = *coords.get(fam_len_at)?;
+    if fam_len_at + 1 + usize::from(fam_len) > coords.len() {
+        return None;
+    }
+    coords.get(2..fam_len_at)
+}
+
+/// Append a key's 17-byte suffix (timestamp, type, sequence number; §3.1).
+#[inline]
+pub(crate) fn push_suffix(key: &mut Vec<u8>, ts: u64, ty: u8, seq: u64) {
+    key.reserve(KEY_SUFFIX_LEN);
+    key.extend_from_slice(&ts.to_le_bytes());
+    key.push(ty);
+    key.extend_from_slice(&seq.to_le_bytes());
+}
+
+/// The suffix fields of a DIFF entry's key, kept as numbers while a seek walks a block.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Suffix {
+    pub ts: u64,
+    pub ty: u8,
+    pub seq: u64,
+}
+
+/// Decode the DIFF entry at the start of `region` into key coordinates and suffix fields:
+/// `coords` and `suffix` hold the previous entry's (anything when the entry shares nothing)
+/// and are left holding this entry's. A seek walking a block compares rows on the
+/// coordinates and writes a whole key only for the entry it stops at; [`decode_diff_entry`]
+/// keeps whole keys.
+pub(crate) fn decode_diff_coords(
+    region: &[u8],
+    coords: &mut Vec<u8>,
+    suffix: &mut Suffix,
+) -> Result<Decoded, Malformed> {
     let mut c = Cursor::new(region);
     let shared = c.varint32("entry shared length")? as usize;
     let unshared = c.varint32("entry unshared length")? as usize;
@@ -176,13 +232,13 @@ pub(crate) fn decode_diff_entry(region: &[u8], key: &mut Vec<u8>) -> Result<Deco
     let (base_ts, base_seq) = if shared == 0 {
         (0, 0)
     } else {
-        let prev_coords = key.len().saturating_sub(KEY_SUFFIX_LEN);
-        if key.len() < KEY_SUFFIX_LEN || shared > prev_coords {
+        if shared > coords.len() {
             return malformed(format!(
-                "entry shares {shared} bytes of a previous key with {prev_coords} bytes of coordinates"
+                "entry shares {shared} bytes of a previous key with {} bytes of coordinates",
+                coords.len()
             ));
         }
-        suffix_of(key).map_or((0, 0), |(t, _, s)| (t, s))
+        (suffix.ts, suffix.seq)
     };
     let delta = c.take(unshared, "entry key")?;
     let ts = if flags & SAME_TS != 0 {
@@ -198,16 +254,31 @@ pub(crate) fn decode_diff_entry(region: &[u8], key: &mut Vec<u8>) -> Result<Deco
     let value_start = c.position();
     c.take(value_len, "entry value")?;
     c.take(tags_len, "entry tags")?;
-    key.truncate(shared);
-    key.extend_from_slice(delta);
-    key.extend_from_slice(&ts.to_le_bytes());
-    key.push(flags & TYPE_MASK);
-    key.extend_from_slice(&seq.to_le_bytes());
+    coords.truncate(shared);
+    coords.extend_from_slice(delta);
+    *suffix = Suffix {
+        ts,
+        ty: flags & TYPE_MASK,
+        seq,
+    };
     Ok(Decoded {
         value: (value_start, value_start + value_len),
         tags: (value_start + value_len, value_start + value_len + tags_len),
         next: c.position(),
     })
+}
+
+/// Decode the DIFF entry at the start of `region`, given in `key` the previous entry's whole
+/// key (anything when the entry shares nothing), and leave in `key` this entry's whole key.
+/// The caller validates the key.
+pub(crate) fn decode_diff_entry(region: &[u8], key: &mut Vec<u8>) -> Result<Decoded, Malformed> {
+    let (ts, ty, seq) = suffix_of(key).unwrap_or((0, 0, 0));
+    let mut suffix = Suffix { ts, ty, seq };
+    // The previous key's coordinates (none when it is shorter than a suffix).
+    key.truncate(key.len().saturating_sub(KEY_SUFFIX_LEN));
+    let d = decode_diff_coords(region, key, &mut suffix)?;
+    push_suffix(key, suffix.ts, suffix.ty, suffix.seq);
+    Ok(d)
 }
 
 #[cfg(test)]
