@@ -204,7 +204,7 @@ struct Entry {
 
 fn block_weight(block: &CachedBlock) -> u64 {
     let payload = match block {
-        CachedBlock::Keyed(b) => b.size(),
+        CachedBlock::Keyed(b) => b.memory(),
         CachedBlock::Bloom(bits) => bits.len(),
     };
     payload as u64 + ENTRY_OVERHEAD
