@@ -189,6 +189,30 @@ impl<'a> KeyRef<'a> {
         v
     }
 
+    /// Write the encoding at the front of `out` (for a caller's buffer, without allocating);
+    /// returns its length, or `None` (nothing written) when `out` is shorter.
+    pub fn encode_to_slice(&self, out: &mut [u8]) -> Option<usize> {
+        let n = self.encoded_len();
+        let mut rest = out.get_mut(..n)?;
+        let parts: [&[u8]; 8] = [
+            &(self.row.len() as u16).to_le_bytes(),
+            self.row,
+            &[self.family.len() as u8],
+            self.family,
+            self.qualifier,
+            &self.timestamp.to_le_bytes(),
+            &[self.type_code],
+            &self.seq.to_le_bytes(),
+        ];
+        for p in parts {
+            // The parts sum to `n`, the length of `rest` at the start.
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(p.len());
+            head.copy_from_slice(p);
+            rest = tail;
+        }
+        Some(n)
+    }
+
     /// Compare row, family and qualifier only.
     pub fn cmp_column(&self, other: &KeyRef<'_>) -> Ordering {
         self.row
@@ -628,6 +652,19 @@ mod tests {
                 ("r2".into(), 1, 4, 1),
             ]
         );
+    }
+
+    #[test]
+    fn encoding_into_a_slice_matches_encode() {
+        let k = k("row", "qual", 10, CellType::DeleteColumn, 3);
+        let want = k.encode();
+        let mut buf = [0xaau8; 64];
+        assert_eq!(k.as_ref().encode_to_slice(&mut buf), Some(want.len()));
+        assert_eq!(&buf[..want.len()], want.as_slice());
+        assert!(buf[want.len()..].iter().all(|b| *b == 0xaa));
+        let mut short = vec![0u8; want.len() - 1];
+        assert_eq!(k.as_ref().encode_to_slice(&mut short), None);
+        assert!(short.iter().all(|b| *b == 0));
     }
 
     #[test]
