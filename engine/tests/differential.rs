@@ -781,6 +781,37 @@ fn scan_engine(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
     Ok(out)
 }
 
+/// A Get, which must agree with the same Get through `Table::get_view` (cells packed in one
+/// buffer, a separate sink), read just before or just after it (a background flush between
+/// the two may purge cells, as for `scan_engine`).
+fn get_engine(t: &Table, g: &Get) -> Result<Vec<OutRow>, Divergence> {
+    let owned = get_owned(t, g)?;
+    let viewed = t
+        .get_view(g, |v| v.map(|v| (v.key().to_vec(), out_cells(&v.to_row()))))
+        .map_err(|e| engine_err("get_view", e))?;
+    let viewed = match viewed {
+        Some((key, cells)) => vec![(key, cells?)],
+        None => Vec::new(),
+    };
+    if viewed != owned && viewed != get_owned(t, g)? {
+        let show = |rows: &[OutRow]| rows.iter().map(|r| format!("{r:?}")).collect();
+        return Err(Divergence {
+            what: "get_view differs from get".into(),
+            expected: show(&owned),
+            actual: show(&viewed),
+            ..fail("")
+        });
+    }
+    Ok(owned)
+}
+
+fn get_owned(t: &Table, g: &Get) -> Result<Vec<OutRow>, Divergence> {
+    Ok(match t.get(g).map_err(|e| engine_err("get", e))? {
+        Some(row) => vec![(row.key.clone(), out_cells(&row)?)],
+        None => Vec::new(),
+    })
+}
+
 fn scan_iter(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
     let mut out = Vec::new();
     for r in t.scan(s).map_err(|e| engine_err("scan", e))? {
@@ -1124,10 +1155,7 @@ fn exec(
             }
             let q = read_q(r, rp, false);
             let key = ROWS[*row].as_bytes();
-            let actual = match eng.t().get(&g).map_err(|e| engine_err("get", e))? {
-                Some(row) => vec![(row.key.clone(), out_cells(&row)?)],
-                None => Vec::new(),
-            };
+            let actual = get_engine(eng.t(), &g)?;
             let expected = model.scan(|k| k == key, None, &q);
             let non_empty = !expected.is_empty();
             let all = expected.clone();

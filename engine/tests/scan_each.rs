@@ -3,7 +3,7 @@
 //! take the streaming path; reversed and filtered scans view the iterator's rows. The
 //! differential test compares the two paths on random histories; this file covers what it
 //! does not draw: batches, early breaks, filters, reversed scans and wide rows crossing the
-//! iterator's refills.
+//! iterator's refills. The last test holds `Table::get_view` to `Table::get`.
 
 use std::ops::ControlFlow;
 
@@ -223,4 +223,41 @@ fn scans_cross_the_files_of_a_level_in_both_directions() {
         db.stats().time_skips > before + 5,
         "files were not skipped by time"
     );
+}
+
+/// `Table::get_view` views exactly the row `Table::get` returns: rows in a memstore, in a
+/// file and in both, with versions, a family or a column selected, a time range, a filter
+/// (which takes the owned path), a missing row, and the same errors.
+#[test]
+fn get_view_sees_what_get_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t) = table(dir.path());
+    load(&db, &t);
+    t.put(Put::new("r01499").add("b", "late", "m")).unwrap();
+    let viewed = |g: &Get| t.get_view(g, |r| r.map(|r| r.to_row())).unwrap();
+    let mut checked = 0;
+    for i in [0u32, 5, 6, 13, 1499, 1500, 1501, 2999, 3000] {
+        let row = format!("r{i:05}");
+        for g in [
+            Get::new(row.as_str()),
+            Get::new(row.as_str()).max_versions(3),
+            Get::new(row.as_str()).family("a").max_versions(2),
+            Get::new(row.as_str()).column("a", "c0").max_versions(3),
+            Get::new(row.as_str()).time_range(0, 101).max_versions(3),
+            Get::new(row.as_str()).filter(Filter::Value(
+                cellar::CompareOp::Equal,
+                format!("b{i}").into_bytes(),
+            )),
+        ] {
+            let owned = t.get(&g).unwrap();
+            checked += usize::from(owned.is_some());
+            assert_eq!(viewed(&g), owned, "{g:?}");
+        }
+    }
+    assert!(checked > 30, "too few rows found: {checked}");
+    assert_eq!(viewed(&Get::new("nope")), None);
+    assert!(t.get_view(&Get::new("r1").family("nope"), |_| ()).is_err());
+    let gone = db.table("t").unwrap();
+    db.drop_table("t").unwrap();
+    assert!(gone.get_view(&Get::new("r1"), |_| ()).is_err());
 }

@@ -343,6 +343,16 @@ impl BloomMeta {
     /// The chunk that would hold `key`, if any chunk's range covers it.
     pub fn chunk_for(&self, key: &[u8]) -> Option<usize> {
         let ty = self.bloom_type;
+        if ty != BloomType::RowCol {
+            // Plain byte order (`compare_keys` for every type but ROWCOL), compared inline:
+            // every Get that reaches a file searches its chunks.
+            let i = self
+                .chunks
+                .partition_point(|c| c.first_key.as_slice() <= key)
+                .checked_sub(1)?;
+            let c = self.chunks.get(i)?;
+            return (key <= c.last_key.as_slice()).then_some(i);
+        }
         let idx = self
             .chunks
             .partition_point(|c| ty.compare_keys(&c.first_key, key) != Ordering::Greater);

@@ -123,6 +123,19 @@ pub struct KeyRef<'a> {
 }
 
 impl<'a> KeyRef<'a> {
+    /// The smallest key of `row`, borrowing it: seeking to it lands on the row's first cell
+    /// (as [`CellKey::first_on_row`], without copying the row).
+    pub fn first_on_row(row: &'a [u8]) -> Self {
+        KeyRef {
+            row,
+            family: &[],
+            qualifier: &[],
+            timestamp: u64::MAX,
+            type_code: TYPE_MAXIMUM,
+            seq: u64::MAX,
+        }
+    }
+
     /// Parse an encoded key.
     pub fn parse(key: &'a [u8]) -> Result<Self, Malformed> {
         if key.len() < MIN_KEY_LEN {

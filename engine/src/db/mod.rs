@@ -722,6 +722,31 @@ impl Table {
         self.db.inner.get(&self.name, get)
     }
 
+    /// Read one row, as [`Table::get`] does, and hand it to `f` as a borrowed [`RowView`]
+    /// (`None` when the row has no visible cell); returns what `f` returns. The row's
+    /// qualifiers and values are copied into one buffer instead of an owned [`Row`] of owned
+    /// [`Cell`](crate::Cell)s (an allocation for the row key, the cell vector, and each cell's
+    /// row, family, qualifier and value): the counterpart of RocksDB's `get_pinned`. A Get
+    /// with a filter builds the owned row and views it.
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// t.put(Put::new("r1").add("cf", "q", "v1"))?;
+    /// let len = t.get_view(&Get::new("r1"), |row| row.and_then(|r| r.value("cf", "q")).map(<[u8]>::len))?;
+    /// assert_eq!(len, Some(2));
+    /// assert!(t.get_view(&Get::new("r2"), |row| row.is_none())?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_view<R>(&self, get: &Get, f: impl FnOnce(Option<RowView<'_>>) -> R) -> Result<R> {
+        self.db.inner.get_view(&self.name, get, f)
+    }
+
     /// Scan rows; the iterator sees one snapshot from its first row to its last.
     pub fn scan(&self, scan: Scan) -> Result<ScanIter> {
         read::ScanIter::new(self.db.inner.clone(), &self.name, scan)

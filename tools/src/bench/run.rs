@@ -148,15 +148,15 @@ impl Shared<'_> {
         Ok((key.len() + value.len()) as u64)
     }
 
-    /// A point read; `(found, bytes)`.
+    /// A point read, viewed as `seek` views its rows; `(found, bytes)`.
     fn get(&self, key: &[u8]) -> Result<(bool, u64)> {
-        match self.table.get(&Get::new(key))? {
+        Ok(self.table.get_view(&Get::new(key), |row| match row {
             Some(row) => {
                 let v = row.value(FAMILY, "").map_or(0, |v| v.len());
-                Ok((true, (key.len() + v) as u64))
+                (true, (key.len() + v) as u64)
             }
-            None => Ok((false, 0)),
-        }
+            None => (false, 0),
+        })?)
     }
 
     /// Seek to `key` and read up to `rows` rows; `(rows read, bytes)`.
