@@ -202,6 +202,17 @@ impl<'a> KeyRef<'a> {
         v
     }
 
+    /// Call `f` with the encoding, built in a stack buffer when it fits (keys of rows up to
+    /// about 230 bytes) and in a vector otherwise: a hot path that only needs the bytes for a
+    /// moment allocates nothing for them.
+    pub fn with_encoded<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let mut stack = [0u8; 256];
+        match self.encode_to_slice(&mut stack) {
+            Some(n) => f(stack.get(..n).unwrap_or_default()),
+            None => f(&self.encode()),
+        }
+    }
+
     /// Write the encoding at the front of `out` (for a caller's buffer, without allocating);
     /// returns its length, or `None` (nothing written) when `out` is shorter.
     pub fn encode_to_slice(&self, out: &mut [u8]) -> Option<usize> {

@@ -250,44 +250,36 @@ impl DbInner {
         let readers = self.candidate_files(sv, fams, &span, &get.time_range, &mut searched)?;
         self.charge_seek(&searched);
         // Encoded on the stack: a missing row's Get allocates nothing for it.
-        let mut first_buf = [0u8; 256];
-        let first_key = KeyRef::first_on_row(&get.row);
-        let first_vec;
-        let first: &[u8] = match first_key.encode_to_slice(&mut first_buf) {
-            Some(n) => &first_buf[..n],
-            None => {
-                first_vec = first_key.encode();
-                &first_vec
+        KeyRef::first_on_row(&get.row).with_encoded(|first| {
+            // A memstore cell visible at `read_point` was inserted before the point was published,
+            // so one not there now is not visible to this read.
+            let in_memstores = readers.len() <= 1 && memstores_hold_row(sv, fams, first, &get.row);
+            let resolvers = || {
+                let now = now_ms();
+                Resolvers::new(t, move |name| {
+                    ReadParams::for_get(get, name, read_point, now)
+                })
+            };
+            match readers.as_slice() {
+                // Every file's bloom filter (or key range) ruled the row out and no memstore has
+                // a cell of it: nothing to resolve. This is a Get of a missing row, which so
+                // costs no merge, cursor, resolver or clock read: `readmissing` went from 1.87M
+                // to 2.04M Gets/s (compare, 2M keys, two alternated runs each).
+                [] if !in_memstores => Ok(()),
+                // One file holds the row and no memstore does (a read of settled data): its
+                // cursor alone, without a merge's source vector, boxes and heap.
+                [only] if !in_memstores => {
+                    let mut it = HFileCellIter::new(only.iter());
+                    it.seek(first)?;
+                    resolve_row(&mut it, &get.row, &mut resolvers(), sink)
+                }
+                _ => {
+                    let mut merge = merge_over(sv, fams, &readers);
+                    merge.seek(first)?;
+                    resolve_row(&mut merge, &get.row, &mut resolvers(), sink)
+                }
             }
-        };
-        // A memstore cell visible at `read_point` was inserted before the point was published,
-        // so one not there now is not visible to this read.
-        let in_memstores = readers.len() <= 1 && memstores_hold_row(sv, fams, first, &get.row);
-        let resolvers = || {
-            let now = now_ms();
-            Resolvers::new(t, move |name| {
-                ReadParams::for_get(get, name, read_point, now)
-            })
-        };
-        match readers.as_slice() {
-            // Every file's bloom filter (or key range) ruled the row out and no memstore has
-            // a cell of it: nothing to resolve. This is a Get of a missing row, which so
-            // costs no merge, cursor, resolver or clock read: `readmissing` went from 1.87M
-            // to 2.04M Gets/s (compare, 2M keys, two alternated runs each).
-            [] if !in_memstores => Ok(()),
-            // One file holds the row and no memstore does (a read of settled data): its
-            // cursor alone, without a merge's source vector, boxes and heap.
-            [only] if !in_memstores => {
-                let mut it = HFileCellIter::new(only.iter());
-                it.seek(first)?;
-                resolve_row(&mut it, &get.row, &mut resolvers(), sink)
-            }
-            _ => {
-                let mut merge = merge_over(sv, fams, &readers);
-                merge.seek(first)?;
-                resolve_row(&mut merge, &get.row, &mut resolvers(), sink)
-            }
-        }
+        })
     }
 }
 

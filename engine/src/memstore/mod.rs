@@ -51,18 +51,8 @@ impl MemStore {
     /// ([`crate::Error::MemstoreFull`]), and then inserts nothing.
     pub fn insert(&self, key: &KeyRef<'_>, value: &[u8], tags: &[u8]) -> crate::Result<()> {
         // Most keys fit a stack buffer: one allocation less per cell written.
-        let mut stack = [0u8; 256];
-        let heap;
-        let k: &[u8] = match key.encode_to_slice(&mut stack) {
-            Some(n) => stack.get(..n).unwrap_or_default(),
-            None => {
-                heap = key.encode();
-                &heap
-            }
-        };
         // An equal key (same cell, same seq: a later mutation of one batch) replaces the entry.
-        self.map
-            .insert(k, tags, value)
+        key.with_encoded(|k| self.map.insert(k, tags, value))
             .map_err(|_| crate::Error::MemstoreFull {
                 family: self.family,
                 bytes: self.map.bytes() as u64,

@@ -447,11 +447,7 @@ impl BlockIter {
             Ok((entry, next)) => {
                 self.entry = entry;
                 self.next_offset = next;
-                while self.restart_index + 1 < self.block.num_restarts
-                    && self.block.restart(self.restart_index + 1)? <= offset
-                {
-                    self.restart_index += 1;
-                }
+                self.advance_restart_index(offset)?;
                 self.valid = true;
                 Ok(true)
             }
@@ -672,12 +668,18 @@ impl BlockIter {
         self.entry = entry;
         self.next_offset = next;
         self.restart_index = ri;
+        self.advance_restart_index(off)?;
+        self.valid = true;
+        Ok(())
+    }
+
+    /// Move `restart_index` forward to the last restart point at or before `offset`.
+    fn advance_restart_index(&mut self, offset: usize) -> Result<(), Malformed> {
         while self.restart_index + 1 < self.block.num_restarts
-            && self.block.restart(self.restart_index + 1)? <= off
+            && self.block.restart(self.restart_index + 1)? <= offset
         {
             self.restart_index += 1;
         }
-        self.valid = true;
         Ok(())
     }
 
