@@ -33,7 +33,9 @@
 //!   under the lock as above, steps down (handing the lead to the oldest such writer still
 //!   queued, through its slot), then runs the group's applies in seq order and delivers each
 //!   writer its result once all of them ran. Groups are applied in write order (the leader
-//!   takes `apply_turn` before it steps down). So a follower sleeps once per write and is
+//!   takes `apply_turn` before it steps down), except a lone writer's own record, which it
+//!   applies after stepping down without the turn; the read point (`visibility.rs`) orders
+//!   what readers see either way. So a follower sleeps once per write and is
 //!   woken by exactly one thread; an unwritten group's applies never run. The engine's apply is its memstore
 //!   insert and read-point publication, as RocksDB's write-group leader inserts for its group.
 //!
@@ -702,6 +704,12 @@ impl<W: BatchWriter> Shared<W> {
         lock(&self.state).queue.len()
     }
 
+    /// Whether a leader is writing a batch.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn leading(&self) -> bool {
+        lock(&self.state).leader
+    }
+
     /// `(written, synced)` watermarks.
     #[cfg(test)]
     pub(crate) fn watermarks(&self) -> (u64, u64) {
@@ -952,9 +960,10 @@ mod tests {
             threads.push(std::thread::spawn(move || {
                 s2.append_applied(b"r", Durability::SyncWal, f)
             }));
-            // The first leads and is held; the others queue behind it, one by one.
-            let want = if i == 0 { 0 } else { i };
-            while shared.queued() != want {
+            // The first leads and is held; the others queue behind it, one by one. The first
+            // must be seen leading (not merely an empty queue, which is also the state before
+            // it enqueued): otherwise the second could take seq 1 and the lead.
+            while !(shared.leading() && shared.queued() == i) {
                 std::thread::yield_now();
             }
         }
