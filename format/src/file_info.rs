@@ -90,12 +90,20 @@ impl FileInfo {
         if !FormatVersion(self.format_version).has_data_block_encodings() {
             return Ok(DataBlockEncoding::Prefix);
         }
-        DataBlockEncoding::from_name(&self.data_block_encoding).ok_or_else(|| {
-            Malformed(format!(
+        let version = FormatVersion(self.format_version);
+        match DataBlockEncoding::from_name(&self.data_block_encoding) {
+            Some(e) if e.since() <= version => Ok(e),
+            Some(e) => Err(Malformed(format!(
+                "file-info data_block_encoding {e} needs format version {} or later, the file \
+                 is version {}",
+                e.since().0,
+                version.0
+            ))),
+            None => Err(Malformed(format!(
                 "file-info data_block_encoding {:?} is not one this build reads",
                 self.data_block_encoding
-            ))
-        })
+            ))),
+        }
     }
 
     /// Delete markers among the cells (every type but Put).

@@ -12,10 +12,13 @@ impl FormatVersion {
     pub const V1: FormatVersion = FormatVersion(1);
     /// Version 2: data blocks may use the DIFF entry layout (named in file info).
     pub const V2: FormatVersion = FormatVersion(2);
+    /// Version 3: data blocks may use the ANCHORED_DIFF entry layout (restart entries
+    /// differ from the block's first entry instead of standing alone).
+    pub const V3: FormatVersion = FormatVersion(3);
     /// Oldest version this build reads.
     pub const MIN_READ: FormatVersion = FormatVersion::V1;
     /// Version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V2;
+    pub const CURRENT: FormatVersion = FormatVersion::V3;
 
     /// Whether this build can read the version.
     pub fn is_readable(self) -> bool {

@@ -51,7 +51,9 @@ pub struct WriterOptions {
 
 /// Default data block size, as HBase's BLOCKSIZE.
 pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
-/// Default data block restart interval.
+/// Default data block restart interval: the most entries between restart points (an
+/// ANCHORED_DIFF block also has one wherever it is cheap, from every 4th entry: see
+/// `block::builder`).
 pub const DEFAULT_RESTART_INTERVAL: usize = 16;
 
 impl WriterOptions {
@@ -62,7 +64,7 @@ impl WriterOptions {
             block_size: DEFAULT_BLOCK_SIZE,
             index_block_size: DEFAULT_BLOCK_SIZE,
             restart_interval: DEFAULT_RESTART_INTERVAL,
-            data_block_encoding: DataBlockEncoding::Diff,
+            data_block_encoding: DataBlockEncoding::AnchoredDiff,
             format_version: FormatVersion::CURRENT,
             compression: CompressionType::None,
             bloom: BloomConfig::default(),
@@ -137,12 +139,11 @@ impl<W: Write> HFileWriter<W> {
                 opts.format_version.0
             )));
         }
-        if opts.data_block_encoding != DataBlockEncoding::Prefix
-            && !opts.format_version.has_data_block_encodings()
-        {
+        if opts.data_block_encoding.since() > opts.format_version {
             return Err(Error::invalid(format!(
-                "data block encoding {} needs format version 2 or later",
-                opts.data_block_encoding
+                "data block encoding {} needs format version {} or later",
+                opts.data_block_encoding,
+                opts.data_block_encoding.since().0
             )));
         }
         if let crate::bloom::BloomType::RowPrefix(0) = opts.bloom.bloom_type {

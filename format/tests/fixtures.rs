@@ -1,6 +1,6 @@
 //! Golden fixtures of every format version (STYLE.md practice 18), one set per version in
-//! `tests/testdata/v<N>/`: version 1 (PREFIX data blocks) and version 2 (DIFF data blocks, the
-//! writer's default).
+//! `tests/testdata/v<N>/`: version 1 (PREFIX data blocks), version 2 (DIFF data blocks) and
+//! version 3 (ANCHORED_DIFF data blocks, the writer's default).
 //!
 //! * `tiny.hfile` pins each format: the writer, asked for that version, must still produce it
 //!   byte for byte, and it must read back to the cells it was written from.
@@ -42,6 +42,10 @@ const V1: Set = Set {
 const V2: Set = Set {
     version: FormatVersion::V2,
     encoding: DataBlockEncoding::Diff,
+};
+const V3: Set = Set {
+    version: FormatVersion::V3,
+    encoding: DataBlockEncoding::AnchoredDiff,
 };
 
 impl Set {
@@ -111,7 +115,7 @@ fn tiny_cells() -> Vec<Cell> {
 /// `tiny.hfile`: tiny blocks (several data blocks), no compression, ROW bloom, created at 0.
 fn gen_tiny(set: Set) -> Vec<u8> {
     // DIFF entries are smaller: smaller blocks keep three or more of them.
-    let block_size = if set.encoding == DataBlockEncoding::Diff {
+    let block_size = if set.encoding != DataBlockEncoding::Prefix {
         40
     } else {
         64
@@ -329,6 +333,12 @@ macro_rules! for_each_set {
             $(#[test]
             fn $name() {
                 super::$name(super::V2);
+            })*
+        }
+        mod v3 {
+            $(#[test]
+            fn $name() {
+                super::$name(super::V3);
             })*
         }
     };

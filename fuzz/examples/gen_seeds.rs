@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::Path;
 
-use cellar_format::block::{seal_block, BlockBuilder};
+use cellar_format::block::{seal_block, BlockBuilder, DataBlockEncoding};
 use cellar_format::bloom::{BloomConfig, BloomMeta, BloomType, ChunkMeta};
 use cellar_format::cell::{CellKey, CellType};
 use cellar_format::index::IndexValue;
@@ -136,6 +136,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     put("data_block", "ten_cells_restart4", &b.finish())?;
+    // The same cells as ANCHORED_DIFF entries (every one against the first), restart every 4.
+    let mut b = BlockBuilder::with_encoding(4, DataBlockEncoding::AnchoredDiff);
+    for i in 0..10u64 {
+        let k = CellKey::new(
+            row(i),
+            "cf",
+            format!("q{}", i % 3),
+            1000 - i,
+            CellType::Put,
+            i,
+        );
+        b.add(
+            &k.encode(),
+            format!("value{i}").as_bytes(),
+            if i % 4 == 0 { b"tag" } else { b"" },
+        );
+    }
+    put("data_block", "anchored_ten_cells_restart4", &b.finish())?;
     let mut b = BlockBuilder::new(1);
     b.add(&CellKey::first_on_row(b"only").encode(), b"", b"");
     put("data_block", "one_cell", &b.finish())?;
