@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::block::{
     unseal_block, Block, BlockHandle, BlockType, DataBlockEncoding, Envelope, UnsealError,
 };
-use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType};
+use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType, ChunkSearch};
 use crate::cell::{CellKey, CellType, KeyRef};
 use crate::error::{Error, Malformed, Region, Result};
 use crate::file_info::FileInfo;
@@ -126,6 +126,8 @@ pub struct HFileReader<R: ReadAt> {
     info: FileInfo,
     root: Arc<Block>,
     bloom: Option<BloomMeta>,
+    /// Search fences of the bloom chunks (see [`ChunkSearch`]).
+    chunk_search: Option<ChunkSearch>,
     opts: ReaderOptions,
     /// How the data blocks store their keys (from the file info).
     encoding: DataBlockEncoding,
@@ -154,6 +156,7 @@ impl<R: ReadAt> HFileReader<R> {
                 Block::new(0u32.to_le_bytes().to_vec()).map_err(|m| Error::invalid(m.0))?,
             ),
             bloom: None,
+            chunk_search: None,
             opts,
             encoding: DataBlockEncoding::Prefix,
         };
@@ -178,6 +181,7 @@ impl<R: ReadAt> HFileReader<R> {
         if let Some(h) = trailer.bloom_meta {
             let (raw, _) = r.read_block(h, &[BlockType::BloomMeta])?;
             let meta = BloomMeta::decode(&raw).map_err(|m| r.corrupt(h, Region::BloomMeta, m))?;
+            r.chunk_search = ChunkSearch::new(&meta);
             r.bloom = Some(meta);
         }
         Ok(r)
@@ -319,7 +323,11 @@ impl<R: ReadAt> HFileReader<R> {
         let Some(meta) = &self.bloom else {
             return Ok(true);
         };
-        let Some(i) = meta.chunk_for(key) else {
+        let chunk = match &self.chunk_search {
+            Some(s) => s.chunk_for(meta, key),
+            None => meta.chunk_for(key),
+        };
+        let Some(i) = chunk else {
             return Ok(false);
         };
         let bits = self.read_bloom_chunk(i)?;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use cellar_format::{compare_keys, HFileReader, KeyRef};
 
-use super::sv::SuperVersion;
+use super::sv::{FamilyRead, SuperVersion};
 use super::DbInner;
 use crate::error::Result;
 use crate::fs::FormatSource;
@@ -51,7 +51,7 @@ impl DbInner {
     pub(super) fn scan_files<'a>(
         &self,
         sv: &'a SuperVersion,
-        families: &[(u32, Option<Vec<u8>>)],
+        families: &[FamilyRead],
         span: &super::read::RowSpan<'_>,
         range: &TimeRange,
     ) -> Result<ScanFiles<'a>> {

@@ -11,15 +11,17 @@
 //! and row stages run on the row's resolved cells before it is buffered. `Scan::batch` then
 //! cuts the row into chunks; `Scan::limit` counts rows, so the chunks of one row count once.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use cellar_format::cell::compare_bytes;
 use cellar_format::{CellType, HFileReader, KeyRef};
 
 use super::level_iter::{LevelIter, ScanFiles};
-use super::sv::{SuperVersion, TableInfo};
+use super::sv::{FamilyRead, SuperVersion, TableInfo};
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::fs::FormatSource;
@@ -62,7 +64,7 @@ impl RowSpan<'_> {
     /// Every row of `f` is before the span (a file whose key has no row is kept). Only the
     /// row is read from the key: this runs for every file a Get passes.
     pub(super) fn ends_before(&self, f: &FileMeta) -> bool {
-        key_row(&f.largest).is_some_and(|hi| hi < self.start)
+        key_row(&f.largest).is_some_and(|hi| compare_bytes(hi, self.start).is_lt())
     }
 
     /// Every row of `f` is past the span's stop.
@@ -70,7 +72,11 @@ impl RowSpan<'_> {
         let Some(stop) = self.stop else {
             return false;
         };
-        key_row(&f.smallest).is_some_and(|lo| lo > stop || (lo == stop && !self.inclusive_stop))
+        key_row(&f.smallest).is_some_and(|lo| match compare_bytes(lo, stop) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => !self.inclusive_stop,
+            std::cmp::Ordering::Less => false,
+        })
     }
 }
 
@@ -113,7 +119,7 @@ impl DbInner {
     fn candidate_files(
         &self,
         sv: &SuperVersion,
-        families: &[(u32, Option<Vec<u8>>)],
+        families: &[FamilyRead],
         span: &RowSpan<'_>,
         range: &TimeRange,
         metas: &mut Vec<Arc<FileMeta>>,
@@ -123,7 +129,14 @@ impl DbInner {
             let Some(levels) = sv.version.levels(*family) else {
                 continue;
             };
+            let nvb = sv
+                .families
+                .get(family)
+                .is_some_and(|d| d.new_version_behavior);
             for (level, files) in levels.iter().enumerate() {
+                if files.is_empty() {
+                    continue;
+                }
                 // Level 0's files overlap one another: each is checked. A deeper level's run
                 // overlaps the span by construction.
                 let (files, check) = if level == 0 {
@@ -136,10 +149,6 @@ impl DbInner {
                         self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    let nvb = sv
-                        .families
-                        .get(family)
-                        .is_some_and(|d| d.new_version_behavior);
                     if !self.time_candidate(f, range, nvb) {
                         continue;
                     }
@@ -236,7 +245,7 @@ impl DbInner {
         &self,
         sv: &'q SuperVersion,
         t: &'q TableInfo,
-        fams: &[(u32, Option<Vec<u8>>)],
+        fams: &[FamilyRead],
         get: &'q Get,
         read_point: SeqNo,
         sink: &mut impl CellSink<'q>,
@@ -249,6 +258,11 @@ impl DbInner {
         let mut searched = Vec::new();
         let readers = self.candidate_files(sv, fams, &span, &get.time_range, &mut searched)?;
         self.charge_seek(&searched);
+        // No file may hold the row and every memstore is empty (a missing row in settled
+        // data): nothing to resolve, and not even the first key to encode.
+        if readers.is_empty() && memstores_empty(sv, fams) {
+            return Ok(());
+        }
         // Encoded on the stack: a missing row's Get allocates nothing for it.
         KeyRef::first_on_row(&get.row).with_encoded(|first| {
             // A memstore cell visible at `read_point` was inserted before the point was published,
@@ -303,11 +317,15 @@ fn table_info<'s>(sv: &'s SuperVersion, table: &TableName) -> Result<&'s Arc<Tab
 }
 
 /// The families a selection reads, with the single column asked for when there is exactly
-/// one (for a ROWCOL bloom probe).
-fn selected_families(
-    t: &TableInfo,
+/// one (for a ROWCOL bloom probe); a read of whole rows borrows the table's list (an
+/// allocation per Get otherwise, a tenth of a missing row's Get in callgrind).
+fn selected_families<'t>(
+    t: &'t TableInfo,
     sel: &crate::read::query::Selection,
-) -> Result<Vec<(u32, Option<Vec<u8>>)>> {
+) -> Result<Cow<'t, [FamilyRead]>> {
+    if sel.is_all() {
+        return Ok(Cow::Borrowed(&t.all_families));
+    }
     let mut out = Vec::new();
     for f in &t.families {
         if sel.reads_family(&f.descriptor.name) {
@@ -318,37 +336,50 @@ fn selected_families(
             out.push((f.id, only));
         }
     }
-    if !sel.is_all() {
-        for name in sel.families.keys() {
-            if t.family(name).is_none() {
-                return Err(Error::FamilyNotFound {
-                    table: t.descriptor.name.to_string(),
-                    family: name.to_owned(),
-                });
-            }
+    for name in sel.families.keys() {
+        if t.family(name).is_none() {
+            return Err(Error::FamilyNotFound {
+                table: t.descriptor.name.to_string(),
+                family: name.to_owned(),
+            });
         }
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
+}
+
+/// Whether every memstore of the families read is empty (see [`memstores_hold_row`] on why
+/// an empty one holds nothing a read may see).
+fn memstores_empty(sv: &SuperVersion, fams: &[FamilyRead]) -> bool {
+    fams.iter().all(|(id, _)| {
+        sv.mems
+            .get(id)
+            .is_none_or(|m| m.active.is_empty() && m.frozen.iter().all(|f| f.is_empty()))
+    })
 }
 
 /// Whether a memstore of the families read holds any cell of `row` (visible or not yet);
 /// `first` is `row`'s first key.
-fn memstores_hold_row(
-    sv: &SuperVersion,
-    fams: &[(u32, Option<Vec<u8>>)],
-    first: &[u8],
-    row: &[u8],
-) -> bool {
-    fams.iter()
-        .filter_map(|(id, _)| sv.mems.get(id))
-        .flat_map(|m| std::iter::once(&m.active).chain(m.frozen.iter()))
-        .any(|mem| mem.key_at_or_after(first).and_then(key_row) == Some(row))
+fn memstores_hold_row(sv: &SuperVersion, fams: &[FamilyRead], first: &[u8], row: &[u8]) -> bool {
+    // A memstore with no cell needs no search: its length was counted before any write it
+    // holds could become visible, so an empty one holds nothing this read may see (a read of
+    // settled data, the common case, searched the empty skip list's head tower per Get).
+    let holds = |mem: &crate::memstore::MemStore| {
+        !mem.is_empty() && mem.key_at_or_after(first).and_then(key_row) == Some(row)
+    };
+    for (id, _) in fams {
+        if let Some(m) = sv.mems.get(id) {
+            if holds(&m.active) || m.frozen.iter().any(|f| holds(f)) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// A merge over the memstores (newest first) and files of the families read.
 fn merge_over<'a>(
     sv: &'a SuperVersion,
-    fams: &[(u32, Option<Vec<u8>>)],
+    fams: &[FamilyRead],
     readers: &'a [Arc<HFileReader<FormatSource>>],
 ) -> MergeIter<'a> {
     let mut sources = memstore_sources(sv, fams);
@@ -362,7 +393,7 @@ fn merge_over<'a>(
 fn scan_merge<'a>(
     db: &'a DbInner,
     sv: &'a SuperVersion,
-    fams: &[(u32, Option<Vec<u8>>)],
+    fams: &[FamilyRead],
     files: &'a ScanFiles<'a>,
 ) -> MergeIter<'a> {
     let mut sources = memstore_sources(sv, fams);
@@ -376,10 +407,7 @@ fn scan_merge<'a>(
 }
 
 /// The memstores of the families read, newest first.
-fn memstore_sources<'a>(
-    sv: &'a SuperVersion,
-    fams: &[(u32, Option<Vec<u8>>)],
-) -> Vec<Box<dyn CellIter + 'a>> {
+fn memstore_sources<'a>(sv: &'a SuperVersion, fams: &[FamilyRead]) -> Vec<Box<dyn CellIter + 'a>> {
     let mut sources: Vec<Box<dyn CellIter + 'a>> = Vec::new();
     for (id, _) in fams {
         if let Some(m) = sv.mems.get(id) {
@@ -401,8 +429,8 @@ fn forward_sources<'a>(
     table: &TableInfo,
     scan: &Scan,
     start: &[u8],
-) -> Result<(Vec<(u32, Option<Vec<u8>>)>, ScanFiles<'a>)> {
-    let fams = selected_families(table, &scan.selection)?;
+) -> Result<(Vec<FamilyRead>, ScanFiles<'a>)> {
+    let fams = selected_families(table, &scan.selection)?.into_owned();
     let span = RowSpan {
         start,
         stop: (!scan.stop_row.is_empty()).then_some(scan.stop_row.as_slice()),

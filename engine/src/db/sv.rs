@@ -25,11 +25,18 @@ pub(crate) struct FamilyInfo {
     pub descriptor: FamilyDescriptor,
 }
 
+/// A family a read covers, with the single column asked for when there is exactly one (a
+/// ROWCOL bloom probe needs it).
+pub(crate) type FamilyRead = (FamilyId, Option<Vec<u8>>);
+
 /// A table, resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct TableInfo {
     pub descriptor: TableDescriptor,
     pub families: Vec<FamilyInfo>,
+    /// Every family's id with no column chosen: what a read of the whole row reads, built
+    /// once here instead of per Get.
+    pub all_families: Vec<FamilyRead>,
 }
 
 impl TableInfo {
@@ -85,6 +92,7 @@ impl SuperVersion {
                 entry.descriptor.name.clone(),
                 Arc::new(TableInfo {
                     descriptor: entry.descriptor.clone(),
+                    all_families: infos.iter().map(|f| (f.id, None)).collect(),
                     families: infos,
                 }),
             );

@@ -8,7 +8,7 @@ use super::encoding::{
     coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, diff_restart_row,
     key_suffix, push_suffix, Against, DataBlockEncoding, Decoded, Suffix,
 };
-use crate::cell::{compare_bytes, KeyRef};
+use crate::cell::{compare_bytes, word_after, KeyRef};
 use crate::coding::Cursor;
 use crate::error::{malformed, Malformed};
 
@@ -95,15 +95,6 @@ impl Fences {
             Ordering::Equal => FencePos::Word(word_after(row, n)),
         }
     }
-}
-
-/// The 8 bytes of `row` from `at` as a big-endian word, zero-padded.
-fn word_after(row: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (d, s) in w.iter_mut().zip(row.get(at..).unwrap_or_default()) {
-        *d = *s;
-    }
-    u64::from_be_bytes(w)
 }
 
 impl Block {
