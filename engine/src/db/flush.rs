@@ -395,6 +395,10 @@ impl DbInner {
             .map_err(|e| Error::io(&path, "creating an HFile", e))?;
         let mut o = WriterOptions::new(desc.name.as_bytes());
         o.block_size = desc.block_size as usize;
+        // Blocks end at or below BLOCKSIZE where entries allow, so a cached block fits the
+        // allocator's size class of the block size instead of the next one up (a fifth of the
+        // cache's memory at 16 KiB: see `WriterOptions::block_size_deviation`).
+        o.block_size_deviation = 10;
         o.compression = desc.compression;
         o.bloom = BloomConfig {
             bloom_type: desc.bloom,
