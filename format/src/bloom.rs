@@ -21,6 +21,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::block::BlockHandle;
 use crate::coding::{put_varint32, put_varint64, Cursor};
 use crate::error::{malformed, Malformed};
+use crate::fence::{locate, shared_prefix_len, word_after, FencePos};
 
 /// Which keys a file's bloom filter holds (HBase's BLOOMFILTER family setting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -364,10 +365,9 @@ impl BloomMeta {
     }
 }
 
-/// [`BloomMeta::chunk_for`] over search fences of the chunks' first keys (built once when a
-/// reader opens the file; nothing of it is on disk): the longest prefix the first keys share
-/// and, per chunk, the 8 bytes after it as a big-endian word. A key is compared with a chunk's
-/// first key only when their words tie. Every Get that reaches a file searches its chunks,
+/// [`BloomMeta::chunk_for`] over search fences (`crate::fence`) of the chunks' first keys,
+/// built once when a reader opens the file. A key is compared with a chunk's first key only
+/// when their words tie. Every Get that reaches a file searches its chunks,
 /// and comparing whole keys was most of a missing row's bloom probe (callgrind).
 #[derive(Debug, Clone)]
 pub struct ChunkSearch {
@@ -383,18 +383,11 @@ impl ChunkSearch {
             return None;
         }
         let first = &meta.chunks.first()?.first_key;
-        let shared = meta.chunks.iter().skip(1).fold(first.len(), |n, c| {
-            first
-                .iter()
-                .take(n)
-                .zip(&c.first_key)
-                .take_while(|(a, b)| a == b)
-                .count()
-        });
+        let shared = shared_prefix_len(first, meta.chunks.iter().skip(1).map(|c| &c.first_key[..]));
         let words = meta
             .chunks
             .iter()
-            .map(|c| crate::cell::word_after(&c.first_key, shared))
+            .map(|c| word_after(&c.first_key, shared))
             .collect();
         Some(ChunkSearch {
             prefix: first.get(..shared)?.to_vec(),
@@ -405,13 +398,11 @@ impl ChunkSearch {
     /// What [`BloomMeta::chunk_for`] answers for `meta`, the meta these fences were built from.
     pub fn chunk_for(&self, meta: &BloomMeta, key: &[u8]) -> Option<usize> {
         use crate::cell::compare_bytes;
-        let n = self.prefix.len();
         // Chunks whose first key is at most `key`.
-        let at_most = match compare_bytes(key.get(..n).unwrap_or(key), &self.prefix) {
-            Ordering::Less => 0,
-            Ordering::Greater => self.words.len(),
-            Ordering::Equal => {
-                let t = crate::cell::word_after(key, n);
+        let at_most = match locate(&self.prefix, key) {
+            FencePos::Before => 0,
+            FencePos::After => self.words.len(),
+            FencePos::Word(t) => {
                 let mut i = self.words.partition_point(|&w| w < t);
                 // Equal words: the first keys decide, in order.
                 while self.words.get(i) == Some(&t)

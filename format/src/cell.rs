@@ -331,18 +331,6 @@ pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
     x.len().cmp(&y.len())
 }
 
-/// The 8 bytes of `bytes` from `at` as a big-endian word, zero-padded: two byte strings that
-/// share their first `at` bytes order as their words do whenever the words differ (a shorter
-/// string's padding sorts it first, as bytewise order does). Search fences compare these.
-#[inline]
-pub(crate) fn word_after(bytes: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (d, s) in w.iter_mut().zip(bytes.get(at..).unwrap_or_default()) {
-        *d = *s;
-    }
-    u64::from_be_bytes(w)
-}
-
 /// A key prepared for comparing against many others (a skip-list search compares one key
 /// against about 25): its row is located and checked once instead of at every comparison.
 #[derive(Debug, Clone, Copy)]

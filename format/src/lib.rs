@@ -32,6 +32,7 @@ pub mod coding;
 pub mod compression;
 pub mod display;
 pub mod error;
+mod fence;
 pub mod file_info;
 pub mod index;
 pub mod iter;

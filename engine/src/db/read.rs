@@ -347,14 +347,23 @@ fn selected_families<'t>(
     Ok(Cow::Owned(out))
 }
 
+/// The memstores (active and frozen) of the families read.
+fn family_memstores<'s, 'f>(
+    sv: &'s SuperVersion,
+    fams: &'f [FamilyRead],
+) -> impl Iterator<Item = &'s crate::memstore::MemStore> + 'f
+where
+    's: 'f,
+{
+    fams.iter()
+        .filter_map(|(id, _)| sv.mems.get(id))
+        .flat_map(|m| std::iter::once(&*m.active).chain(m.frozen.iter().map(|f| &**f)))
+}
+
 /// Whether every memstore of the families read is empty (see [`memstores_hold_row`] on why
 /// an empty one holds nothing a read may see).
 fn memstores_empty(sv: &SuperVersion, fams: &[FamilyRead]) -> bool {
-    fams.iter().all(|(id, _)| {
-        sv.mems
-            .get(id)
-            .is_none_or(|m| m.active.is_empty() && m.frozen.iter().all(|f| f.is_empty()))
-    })
+    family_memstores(sv, fams).all(|m| m.is_empty())
 }
 
 /// Whether a memstore of the families read holds any cell of `row` (visible or not yet);
@@ -363,17 +372,8 @@ fn memstores_hold_row(sv: &SuperVersion, fams: &[FamilyRead], first: &[u8], row:
     // A memstore with no cell needs no search: its length was counted before any write it
     // holds could become visible, so an empty one holds nothing this read may see (a read of
     // settled data, the common case, searched the empty skip list's head tower per Get).
-    let holds = |mem: &crate::memstore::MemStore| {
-        !mem.is_empty() && mem.key_at_or_after(first).and_then(key_row) == Some(row)
-    };
-    for (id, _) in fams {
-        if let Some(m) = sv.mems.get(id) {
-            if holds(&m.active) || m.frozen.iter().any(|f| holds(f)) {
-                return true;
-            }
-        }
-    }
-    false
+    family_memstores(sv, fams)
+        .any(|m| !m.is_empty() && m.key_at_or_after(first).and_then(key_row) == Some(row))
 }
 
 /// A merge over the memstores (newest first) and files of the families read.
@@ -408,21 +408,13 @@ fn scan_merge<'a>(
 
 /// The memstores of the families read, newest first.
 fn memstore_sources<'a>(sv: &'a SuperVersion, fams: &[FamilyRead]) -> Vec<Box<dyn CellIter + 'a>> {
-    let mut sources: Vec<Box<dyn CellIter + 'a>> = Vec::new();
-    for (id, _) in fams {
-        if let Some(m) = sv.mems.get(id) {
-            sources.push(Box::new(m.active.iter()));
-            for f in &m.frozen {
-                sources.push(Box::new(f.iter()));
-            }
-        }
-    }
-    sources
+    family_memstores(sv, fams)
+        .map(|m| Box::new(m.iter()) as Box<dyn CellIter + 'a>)
+        .collect()
 }
 
 /// The families a forward pass of `scan` from row `start` reads, and the files it may find
 /// rows in.
-#[allow(clippy::type_complexity)]
 fn forward_sources<'a>(
     db: &DbInner,
     sv: &'a SuperVersion,

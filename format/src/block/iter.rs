@@ -8,9 +8,10 @@ use super::encoding::{
     coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, diff_restart_row,
     key_suffix, push_suffix, Against, DataBlockEncoding, Decoded, Suffix,
 };
-use crate::cell::{compare_bytes, word_after, KeyRef};
+use crate::cell::{compare_bytes, KeyRef};
 use crate::coding::Cursor;
 use crate::error::{malformed, Malformed};
+use crate::fence::{locate, shared_prefix_len, word_after, FencePos};
 
 /// A decoded raw block payload whose restart array has been checked.
 #[derive(Debug, Clone)]
@@ -54,9 +55,7 @@ impl Anchor {
 /// `perf`). The words of a block fit in a few cache lines and stay cached; an entry is read
 /// only when its word ties with the target's.
 ///
-/// Exactness: two rows with the prefix differ in the order of their words whenever their
-/// words differ (a shorter row's zero padding sorts it first, as bytewise order does), so a
-/// probe decided by the words is decided as by the rows; equal words fall back to the keys.
+/// Why the words decide as the rows do: `crate::fence`.
 ///
 /// Each fence also holds its restart point's offset, so the entry a search ends at is found
 /// in the cache line the search last read instead of in the restart array at the end of the
@@ -75,25 +74,9 @@ struct Fence {
     offset: u32,
 }
 
-/// Where a target row stands against a block's fences.
-enum FencePos {
-    /// Before every restart row (it sorts before the shared prefix).
-    Before,
-    /// After every restart row.
-    After,
-    /// It has the prefix; its word.
-    Word(u64),
-}
-
 impl Fences {
     fn locate(&self, row: &[u8]) -> FencePos {
-        let n = self.prefix.len();
-        match compare_bytes(row.get(..n).unwrap_or(row), &self.prefix) {
-            // Shorter than the prefix and a prefix of it, or below it at some byte.
-            Ordering::Less => FencePos::Before,
-            Ordering::Greater => FencePos::After,
-            Ordering::Equal => FencePos::Word(word_after(row, n)),
-        }
+        locate(&self.prefix, row)
     }
 }
 
@@ -221,14 +204,7 @@ impl Block {
                 .unwrap_or_default()
         };
         let first = row(0);
-        let shared = (1..self.num_restarts).fold(first.len(), |n, i| {
-            first
-                .iter()
-                .take(n)
-                .zip(row(i).iter())
-                .take_while(|(a, b)| a == b)
-                .count()
-        });
+        let shared = shared_prefix_len(first, (1..self.num_restarts).map(row));
         let prefix = first.get(..shared)?.to_vec();
         let fences = (0..self.num_restarts)
             .map(|i| {
