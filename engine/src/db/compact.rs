@@ -296,9 +296,9 @@ impl DbInner {
 
     /// A Get searched `files` (two or more): charge the newest, and ask for its compaction
     /// when its budget runs out.
-    pub(super) fn charge_seek(&self, files: &[Arc<FileMeta>]) {
-        let Some(first) = files.first() else { return };
-        if files.len() < 2 || !self.seek_budgets.charge(first) {
+    pub(super) fn charge_seek(&self, files: &super::read::Searched<'_>) {
+        let Some(first) = files.first else { return };
+        if files.count < 2 || !self.seek_budgets.charge(first) {
             return;
         }
         let mut hint = self.seek_hint.lock();

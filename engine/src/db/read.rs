@@ -114,15 +114,16 @@ impl DbInner {
     }
 
     /// Open readers of the files of `families` that may hold the row of a Get (`span` of one
-    /// row) in `range`, asking each file's bloom filter, and collect the chosen files'
-    /// metadata in `metas`. (Scans take [`DbInner::scan_files`].)
-    fn candidate_files(
+    /// row) in `range`, asking each file's bloom filter, and note the first chosen file and
+    /// how many were chosen in `searched` (what seek compaction charges). (Scans take
+    /// [`DbInner::scan_files`].)
+    fn candidate_files<'s>(
         &self,
-        sv: &SuperVersion,
+        sv: &'s SuperVersion,
         families: &[FamilyRead],
         span: &RowSpan<'_>,
         range: &TimeRange,
-        metas: &mut Vec<Arc<FileMeta>>,
+        searched: &mut Searched<'s>,
     ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
         let mut out = Vec::new();
         for (family, only_column) in families {
@@ -162,7 +163,8 @@ impl DbInner {
                         continue;
                     }
                     out.push(r);
-                    metas.push(f.clone());
+                    searched.first.get_or_insert(f);
+                    searched.count += 1;
                 }
             }
         }
@@ -255,7 +257,7 @@ impl DbInner {
             stop: Some(&get.row),
             inclusive_stop: true,
         };
-        let mut searched = Vec::new();
+        let mut searched = Searched::default();
         let readers = self.candidate_files(sv, fams, &span, &get.time_range, &mut searched)?;
         self.charge_seek(&searched);
         // No file may hold the row and every memstore is empty (a missing row in settled
@@ -295,6 +297,15 @@ impl DbInner {
             }
         })
     }
+}
+
+/// The files a Get searched, as seek compaction needs them: the first (the newest) and how
+/// many. Borrowed from the super-version: collecting every one (a vector and a reference
+/// count each) was two allocations of a Get that seek compaction never reads.
+#[derive(Debug, Default)]
+pub(super) struct Searched<'s> {
+    pub(super) first: Option<&'s FileMeta>,
+    pub(super) count: usize,
 }
 
 /// The row of an encoded key, without parsing the rest: gathering a row backward compares
