@@ -861,8 +861,9 @@ impl BlockIter {
 /// depend on each other, so the cache lines of a block's fences arrive together instead
 /// of one miss after another, and no comparison's branch can be mispredicted. The
 /// halving's dependent misses were half of a cached Get's block search time (`perf`).
-/// Words are in order, so the fences below come first, then those tied with `t` (whose
-/// keys are compared in order), then those above.
+/// Words are in order, so the fences below come first, then those tied with `t`, then those
+/// above. The tied ones (a wide row's restart points) are searched by halving with their
+/// keys, as before: the words cannot order them.
 fn scan_fences(
     block: &Block,
     scratch: &mut Vec<u8>,
@@ -872,15 +873,20 @@ fn scan_fences(
     target: &KeyRef<'_>,
 ) -> Result<usize, Malformed> {
     let range = fences.get(lo + 1..=hi).unwrap_or_default();
-    let below = range.iter().map(|f| usize::from(f.word < t)).sum::<usize>();
-    let mut last = lo + below;
-    for (i, f) in range.iter().enumerate().skip(below) {
-        if f.word != t || !restart_below(block, scratch, lo + 1 + i, target)? {
-            break;
+    let (below, tied) = range.iter().fold((0, 0), |(b, e), f| {
+        (b + usize::from(f.word < t), e + usize::from(f.word == t))
+    });
+    // The last restart point known below (or `lo`), and the last tied one.
+    let (mut lo, mut hi) = (lo + below, lo + below + tied);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if restart_below(block, scratch, mid, target)? {
+            lo = mid;
+        } else {
+            hi = mid - 1;
         }
-        last = lo + 1 + i;
     }
-    Ok(last)
+    Ok(lo)
 }
 
 /// Whether restart point `i`'s key sorts before `target`, from the row in place when it
