@@ -701,9 +701,9 @@ impl BlockIter {
 
     /// Position on the first entry whose key is `>= target`, invalid if there is none.
     ///
-    /// A binary search over the restart points finds the interval, comparing a DIFF restart
-    /// entry's row where it lies in the block (the whole key is rebuilt only when the row
-    /// ties); a walk through the interval then decodes the entries it passes without checking
+    /// A search over the restart points (halving, then counting fences) finds the interval,
+    /// comparing a DIFF restart entry's row where it lies in the block (the whole key is
+    /// rebuilt only when the row ties); a walk through the interval then decodes the entries it passes without checking
     /// that their keys parse, and checks the entry it stops at. Both were most of a Get: the
     /// walk's per-entry check and the search's key rebuilds.
     pub fn seek(&mut self, target: &KeyRef<'_>) -> Result<(), Malformed> {
@@ -711,7 +711,7 @@ impl BlockIter {
             self.valid = false;
             return Ok(());
         }
-        // Binary search for the last restart point whose key is < target.
+        // The last restart point whose key is < target.
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
         let fence = self.block.fences.as_ref().map(|f| f.locate(target.row));
         match fence {
