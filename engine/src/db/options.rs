@@ -46,7 +46,11 @@ pub struct Options {
     pub block_cache_bytes: usize,
     /// Most of `block_cache_bytes` index and bloom blocks may hold, in a pool data blocks
     /// cannot evict (default 0.25; 0 shares one pool). The pool holds only what it uses (from
-    /// a floor of 1 MiB per shard); data blocks get the rest. See [`crate::cache`].
+    /// a floor of 1 MiB per shard); data blocks get the rest. Within the same share, open
+    /// files' readers hold their bloom chunks and the children of their root index
+    /// themselves, outside the pools but charged to the cache (no pins when the ratio is 0,
+    /// or when the pool's floor is the whole share, as in caches under about 32 MiB). See
+    /// [`crate::cache`].
     pub block_cache_meta_ratio: f64,
     /// Most HFiles kept open at once (default 1000, LevelDB's default; with the WAL, the
     /// manifest and readers still in use after eviction the process needs a few more
