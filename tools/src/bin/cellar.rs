@@ -5,6 +5,12 @@
 
 use clap::{Parser, Subcommand};
 
+// The allocator `cellar-benches compare` runs every engine with, so `cellar bench` measures
+// Cellar as the comparison does (glibc's malloc spent a quarter of a scan in malloc/free and
+// consolidation: benches/src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cellar_tools::bench::BenchArgs;
 use cellar_tools::build::BuildArgs;
 use cellar_tools::crash::ChildArgs;
