@@ -19,11 +19,13 @@
 //! Detections are counted per region and printed (`-- --nocapture`). The reader is given a small block cache so that the hundreds of point
 //! lookups per flipped bit cost one decode per block, not one per lookup; every block is still
 //! read and checksummed from the damaged bytes at least once per flip (and errors are never
-//! cached).
+//! cached). Every other damaged copy's cache lets the reader pin its bloom chunks and root
+//! children (reader.rs, "Pinned meta blocks"), so both paths meet every flip's neighbours.
 
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,9 +39,10 @@ use common::{
 
 type Got = Vec<(CellKey, Vec<u8>)>;
 
-/// A per-reader map cache: blocks decoded once per damaged copy.
+/// A per-reader map cache: blocks decoded once per damaged copy; grants every pin when
+/// `pins` is set.
 #[derive(Debug, Default)]
-struct MapCache(Mutex<HashMap<(u64, u64), CachedBlock>>);
+struct MapCache(Mutex<HashMap<(u64, u64), CachedBlock>>, bool);
 
 impl BlockCache for MapCache {
     fn get(&self, cache_id: u64, offset: u64, _ty: BlockType) -> Option<CachedBlock> {
@@ -48,7 +51,13 @@ impl BlockCache for MapCache {
     fn insert(&self, cache_id: u64, offset: u64, _ty: BlockType, block: CachedBlock) {
         self.0.lock().unwrap().insert((cache_id, offset), block);
     }
+    fn pin(&self, _ty: BlockType, _block: &CachedBlock) -> Option<u64> {
+        self.1.then_some(1)
+    }
 }
+
+/// Readers opened so far: every other one pins.
+static OPENED: AtomicU64 = AtomicU64::new(0);
 
 /// What the undamaged file answers.
 struct Expected {
@@ -70,7 +79,13 @@ struct Tally {
 fn open(bytes: &[u8]) -> Result<HFileReader<&[u8]>, Error> {
     let opts = ReaderOptions {
         verify_checksums: true,
-        cache: Some((Arc::new(MapCache::default()), 1)),
+        cache: Some((
+            Arc::new(MapCache(
+                Mutex::default(),
+                OPENED.fetch_add(1, Ordering::Relaxed) % 2 == 1,
+            )),
+            1,
+        )),
     };
     HFileReader::open_with(bytes, "flipped", opts)
 }
