@@ -517,9 +517,14 @@ impl DbInner {
             // IDLE_RECHECK later) they would hold cache room beside the outputs' blocks, so a
             // compaction during reads filled the cache past the live data (peak RSS in
             // `compare`, benches/RESULTS.md). A read still on the old version reads them from
-            // the file again.
+            // the file again. Their readers leave the open-file cache too: a scan holding one
+            // keeps it, and the last holder's drop closes the file and gives back the meta
+            // blocks the reader pinned (charged to the block cache) at once, not at that pass.
+            let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
+            for &n in &inputs {
+                self.readers.evict(n);
+            }
             if let Some(c) = &self.block_cache {
-                let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
                 c.evict_files(&inputs);
             }
         }
