@@ -230,7 +230,7 @@ fn compacted_inputs_leave_the_block_cache_at_once() {
         "the scan keeps the inputs alive: {:?}",
         s.compaction
     );
-    // What is left is what the scan's readers of the old files hold themselves, charged to
+    // Anything left is what readers still open on the old files hold themselves, charged to
     // the cache until they drop.
     assert_eq!(
         s.block_cache.usage, s.block_cache.pinned,
@@ -245,7 +245,8 @@ fn compacted_inputs_leave_the_block_cache_at_once() {
     let s = db.stats().block_cache;
     assert_eq!(s.pinned, 0, "{s:?}");
     // Once the files are deleted (a flush wakes the compaction thread, whose idle pass
-    // deletes them), their readers leave the open-file cache and give back what they pinned.
+    // deletes them), the readers the scan reopened leave the open-file cache and the blocks
+    // it read leave the block cache.
     put_rows(&db, 2000..2001, 10);
     db.flush().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
