@@ -43,6 +43,11 @@
 //! drops (the open-file cache evicts it, or the file is deleted). Pinned lookups are not
 //! counted as hits; [`CacheStats::pinned`] shows the bytes. A pin is never evicted while its
 //! reader lives: past the meta share, a file's meta blocks go to the meta pool as before.
+//! Because the rule counts the meta pool's capacity, not its use, a pool whose floor (one
+//! [`MIN_SHARD_BYTES`] per shard, up to 4 shards per core) is the whole share grants no pins:
+//! on 16 cores the default 256 MiB cache is such a cache. Counting use instead would let pins
+//! take up to a further quarter from data blocks beside an idle floor; shrinking the floor
+//! while pins hold the share is the better fix, not made yet.
 //!
 //! Within a pool, entries larger than a shard's admission limit are not cached (counted as
 //! `rejected`): shard counts are chosen so a shard holds at least [`MIN_SHARD_BYTES`].
