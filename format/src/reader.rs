@@ -287,7 +287,7 @@ impl<R: ReadAt> HFileReader<R> {
 
     /// Whether `ty` is the type of the root's children (the index blocks [`Pins`] holds).
     fn pinnable_index(&self, ty: BlockType) -> bool {
-        ty != BlockType::Data && ty != BlockType::RootIndex && ty == self.child_type(0)
+        ty != BlockType::Data && ty == self.child_type(0)
     }
 
     /// Offer `block`, just read, to the cache to pin in `slot`; false when the cache declined.

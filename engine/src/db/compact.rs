@@ -520,13 +520,9 @@ impl DbInner {
             // the file again. Their readers leave the open-file cache too: a scan holding one
             // keeps it, and the last holder's drop closes the file and gives back the meta
             // blocks the reader pinned (charged to the block cache) at once, not at that pass.
+            // (Their seek budgets go too: no Get on the current version charges them.)
             let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
-            for &n in &inputs {
-                self.readers.evict(n);
-            }
-            if let Some(c) = &self.block_cache {
-                c.evict_files(&inputs);
-            }
+            self.evict_files(&inputs);
         }
         let micros = started.elapsed().as_micros() as u64;
         {
