@@ -46,11 +46,10 @@ pub struct Options {
     pub block_cache_bytes: usize,
     /// Most of `block_cache_bytes` index and bloom blocks may hold, in a pool data blocks
     /// cannot evict (default 0.25; 0 shares one pool). The pool holds only what it uses (from
-    /// a floor of 1 MiB per shard); data blocks get the rest. Within the same share, open
-    /// files' readers hold their bloom chunks and the children of their root index
-    /// themselves, outside the pools but charged to the cache (no pins when the ratio is 0,
-    /// or when the pool's floor, 1 MiB per shard and up to 4 shards per core, is the whole
-    /// share: caches up to 32 MiB on 2 cores, up to 256 MiB on 16). See [`crate::cache`].
+    /// a floor of 1 MiB per shard, at most a quarter of the share above 4 MiB); data blocks
+    /// get the rest. Within the same share, open files' readers hold their bloom chunks and
+    /// the children of their root index themselves, outside the pools but charged to the
+    /// cache (no pins when the ratio is 0). See [`crate::cache`].
     pub block_cache_meta_ratio: f64,
     /// Most HFiles kept open at once (default 1000, LevelDB's default; with the WAL, the
     /// manifest and readers still in use after eviction the process needs a few more
