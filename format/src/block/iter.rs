@@ -2,7 +2,8 @@
 
 use std::cmp::Ordering;
 use std::mem::size_of;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, OnceLock};
 
 use super::encoding::{
     coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, diff_restart_row,
@@ -14,14 +15,17 @@ use crate::error::{malformed, Malformed};
 use crate::fence::{locate, shared_prefix_len, word_after, FencePos};
 
 /// A decoded raw block payload whose restart array has been checked.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Block {
     data: Vec<u8>,
     restarts_offset: usize,
     num_restarts: usize,
     encoding: DataBlockEncoding,
-    /// Search fences of the restart points, when every restart key has a row.
-    fences: Option<Fences>,
+    /// Search fences of the restart points (`None` inside when some restart key has no row),
+    /// built by the block's second seek: see [`Block::seek_fences`].
+    fences: OnceLock<Option<Fences>>,
+    /// Whether a seek has searched the block.
+    sought: AtomicBool,
     /// ANCHORED_DIFF: the block's first entry, decoded once, which the others are encoded
     /// against.
     anchor: Option<Anchor>,
@@ -36,6 +40,20 @@ struct Anchor {
     suffix: Suffix,
 }
 
+impl Clone for Block {
+    fn clone(&self) -> Self {
+        Block {
+            data: self.data.clone(),
+            restarts_offset: self.restarts_offset,
+            num_restarts: self.num_restarts,
+            encoding: self.encoding,
+            fences: self.fences.clone(),
+            sought: AtomicBool::new(self.sought.load(AtomicOrdering::Relaxed)),
+            anchor: self.anchor.clone(),
+        }
+    }
+}
+
 impl Anchor {
     /// The anchor's coordinates (its key without the suffix).
     fn coords(&self) -> &[u8] {
@@ -45,7 +63,7 @@ impl Anchor {
     }
 }
 
-/// A block's search fences, built when the block is decoded (nothing of it is on disk): the
+/// A block's search fences, built in memory by its second seek (nothing of it is on disk): the
 /// longest prefix all restart rows share, and for each restart point the 8 bytes of its row
 /// after that prefix as a big-endian word, zero-padded.
 ///
@@ -61,6 +79,12 @@ impl Anchor {
 /// in the cache line the search last read instead of in the restart array at the end of the
 /// block, a further miss per block seek (`restart(lo)` was a quarter of a block seek's time
 /// in `perf`).
+///
+/// Why not at decode: building them decodes every restart entry's row, and a block read once
+/// (a Get of data larger than the cache, a scan, a compaction) never repays that. With an
+/// 8 MiB cache over 200 MB of data, `Block::with_encoding` was 28% of a Get's time (`perf`),
+/// most of it the fences; a first seek halves over the restart entries instead, about as
+/// many decodes as building would take, and only a block sought again builds them.
 #[derive(Debug, Clone)]
 struct Fences {
     prefix: Vec<u8>,
@@ -119,7 +143,8 @@ impl Block {
             restarts_offset,
             num_restarts,
             encoding,
-            fences: None,
+            fences: OnceLock::new(),
+            sought: AtomicBool::new(false),
             anchor: None,
         };
         if num_restarts == 0 && restarts_offset != 0 {
@@ -151,7 +176,6 @@ impl Block {
             KeyRef::parse(&key).map_err(|m| Malformed(format!("first entry: {m}")))?;
             block.anchor = Some(Anchor { key, suffix });
         }
-        block.fences = block.build_fences();
         Ok(block)
     }
 
@@ -251,17 +275,42 @@ impl Block {
         Some(())
     }
 
-    /// Bytes the decoded block holds: its payload and its search fences.
+    /// Bytes the decoded block holds: its payload and its search fences, counted whether
+    /// built yet or not (a cache weighs a block once, when it is inserted). Not counted: the
+    /// fences' shared prefix (part of one row) and the anchor's key (one key), as before the
+    /// fences were lazy for the anchor.
     pub fn memory(&self) -> usize {
-        self.data.len()
-            + self
-                .fences
-                .as_ref()
-                .map_or(0, |f| f.prefix.len() + size_of::<Fence>() * f.fences.len())
+        let fences = if self.num_restarts < 2 {
+            0
+        } else {
+            size_of::<Fence>() * self.num_restarts
+        };
+        self.data.len() + fences
+    }
+
+    /// The fences a seek uses: none on the block's first seek, built on its second (see
+    /// [`Fences`] on why). Racing seeks may both search without them, or both try to build;
+    /// `OnceLock` builds once.
+    fn seek_fences(&self) -> Option<&Fences> {
+        if let Some(f) = self.fences.get() {
+            return f.as_ref();
+        }
+        // Read before writing: a hot block's seeks from several threads only read the flag.
+        if !self.sought.load(AtomicOrdering::Relaxed) {
+            self.sought.store(true, AtomicOrdering::Relaxed);
+            return None;
+        }
+        self.fences.get_or_init(|| self.build_fences()).as_ref()
     }
 
     fn restart(&self, i: usize) -> Result<usize, Malformed> {
-        if let Some(f) = self.fences.as_ref().and_then(|f| f.fences.get(i)) {
+        // Only fences already built: `build_fences` reads the offsets through here.
+        if let Some(f) = self
+            .fences
+            .get()
+            .and_then(Option::as_ref)
+            .and_then(|f| f.fences.get(i))
+        {
             return Ok(f.offset as usize);
         }
         let at = self.restarts_offset + 4 * i;
@@ -713,13 +762,14 @@ impl BlockIter {
         }
         // The last restart point whose key is < target.
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
-        let fence = self.block.fences.as_ref().map(|f| f.locate(target.row));
+        let fences = self.block.seek_fences();
+        let fence = fences.map(|f| f.locate(target.row));
         match fence {
             Some(FencePos::Before) => hi = 0,
             Some(FencePos::After) => lo = hi,
             _ => {}
         }
-        let words = match (&fence, &self.block.fences) {
+        let words = match (&fence, fences) {
             (Some(FencePos::Word(t)), Some(f)) => Some((f.fences.as_slice(), *t)),
             _ => None,
         };
@@ -1004,7 +1054,11 @@ mod tests {
             }),
         );
         let block = build(&ks, 1);
-        let fences = block.fences.as_ref().expect("fenced");
+        let fences = block
+            .fences
+            .get_or_init(|| block.build_fences())
+            .as_ref()
+            .expect("fenced");
         let mut scratch = Vec::new();
         for (at, k) in ks.iter().enumerate() {
             let target = KeyRef::parse(k).unwrap();
@@ -1015,6 +1069,35 @@ mod tests {
             let got = scan_fences(&block, &mut scratch, &fences.fences, t, (0, end), &target);
             assert_eq!(got.unwrap(), at.saturating_sub(1), "target {at}");
         }
+    }
+
+    /// Fences are built by a block's second seek, not by its decode or its first seek, nor
+    /// by walks; its weight does not change when they are.
+    #[test]
+    fn fences_wait_for_the_second_seek() {
+        let ks: Vec<Vec<u8>> = (0..200)
+            .map(|i| CellKey::new(format!("r{i:04}"), "cf", "q", 1, CellType::Put, 1).encode())
+            .collect();
+        let block = build(&ks, 16);
+        let weight = block.memory();
+        let mut it = BlockIter::new(block.clone());
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            it.next().unwrap();
+        }
+        it.seek_to_last().unwrap();
+        assert!(block.fences.get().is_none(), "walks build no fences");
+        let target = KeyRef::parse(&ks[150]).unwrap();
+        it.seek(&target).unwrap();
+        assert_eq!(it.key(), ks[150].as_slice());
+        assert!(block.fences.get().is_none(), "the first seek builds none");
+        it.seek(&target).unwrap();
+        assert_eq!(it.key(), ks[150].as_slice());
+        assert!(
+            block.fences.get().is_some_and(Option::is_some),
+            "the second does"
+        );
+        assert_eq!(block.memory(), weight);
     }
 
     use proptest::prelude::*;
@@ -1062,7 +1145,8 @@ mod tests {
             for (i, k) in ks.iter().enumerate() {
                 b.add(k, format!("v{i}").as_bytes(), if i % 5 == 0 { b"t" } else { b"" });
             }
-            let block = Arc::new(Block::with_encoding(b.finish(), enc).unwrap());
+            let payload = b.finish();
+            let block = Arc::new(Block::with_encoding(payload.clone(), enc).unwrap());
             let mut it = BlockIter::new(block);
             // Whole walks both ways: stepping across restart points (which an ANCHORED_DIFF
             // block decodes against its first entry) sees every key in order.
@@ -1094,6 +1178,12 @@ mod tests {
                 let target = CellKey::new(r, "f", vec![b'q'; q as usize], ts, CellType::Put, seq);
                 let t = target.as_ref();
                 let at = ks.iter().position(|k| KeyRef::parse(k).unwrap() >= t);
+                // A block's first seek searches without fences, the later ones with them.
+                let fresh = Arc::new(Block::with_encoding(payload.clone(), enc).unwrap());
+                let mut first = BlockIter::new(fresh);
+                first.seek(&t).unwrap();
+                prop_assert!(first.block().fences.get().is_none());
+                prop_assert_eq!(first.valid().then(|| first.key().to_vec()), at.map(|i| ks[i].clone()));
                 it.seek(&t).unwrap();
                 prop_assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| ks[i].clone()));
                 if let Some(i) = at {
