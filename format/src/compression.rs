@@ -76,19 +76,10 @@ pub fn compress(ty: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> Compressi
 
 /// Decompress a stored payload whose envelope claims `raw_len` bytes.
 pub fn decompress(ty: CompressionType, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, Malformed> {
-    if raw_len > MAX_RAW_BLOCK_LEN {
-        return malformed(format!(
-            "raw length {raw_len} exceeds the limit {MAX_RAW_BLOCK_LEN}"
-        ));
-    }
+    check_raw_len(raw_len)?;
     match ty {
         CompressionType::None => {
-            if stored.len() != raw_len as usize {
-                return malformed(format!(
-                    "uncompressed block stores {} bytes but its raw length says {raw_len}",
-                    stored.len()
-                ));
-            }
+            check_uncompressed(stored.len(), raw_len)?;
             Ok(stored.to_vec())
         }
         CompressionType::Lz4 => {
@@ -110,6 +101,43 @@ pub fn decompress(ty: CompressionType, stored: &[u8], raw_len: u32) -> Result<Ve
             }
         }
     }
+}
+
+/// [`decompress`] of the first `payload_len` bytes of `stored`, which it may reuse: an
+/// uncompressed payload is `stored` cut to its length, not a copy (a block read from a file
+/// is payload then envelope, so the read buffer is the raw block once its envelope is cut
+/// off). The same checks and errors as [`decompress`].
+pub fn decompress_vec(
+    ty: CompressionType,
+    mut stored: Vec<u8>,
+    payload_len: usize,
+    raw_len: u32,
+) -> Result<Vec<u8>, Malformed> {
+    if ty != CompressionType::None {
+        return decompress(ty, stored.get(..payload_len).unwrap_or_default(), raw_len);
+    }
+    check_raw_len(raw_len)?;
+    check_uncompressed(payload_len.min(stored.len()), raw_len)?;
+    stored.truncate(payload_len);
+    Ok(stored)
+}
+
+fn check_raw_len(raw_len: u32) -> Result<(), Malformed> {
+    if raw_len > MAX_RAW_BLOCK_LEN {
+        return malformed(format!(
+            "raw length {raw_len} exceeds the limit {MAX_RAW_BLOCK_LEN}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_uncompressed(stored_len: usize, raw_len: u32) -> Result<(), Malformed> {
+    if stored_len != raw_len as usize {
+        return malformed(format!(
+            "uncompressed block stores {stored_len} bytes but its raw length says {raw_len}"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -138,6 +166,27 @@ mod tests {
             compress(CompressionType::Lz4, &noise, &mut out),
             CompressionType::None
         );
+    }
+
+    /// The reusing variant answers as the copying one: the same bytes, the same refusals.
+    #[test]
+    fn decompress_vec_agrees_with_decompress() {
+        let raw: Vec<u8> = b"abcdefgh".iter().cycle().take(4096).copied().collect();
+        let mut lz = Vec::new();
+        assert_eq!(
+            compress(CompressionType::Lz4, &raw, &mut lz),
+            CompressionType::Lz4
+        );
+        let tail = [7u8; 10];
+        for (ty, payload) in [(CompressionType::None, &raw), (CompressionType::Lz4, &lz)] {
+            let stored = [payload.as_slice(), &tail].concat();
+            for raw_len in [4096, 4095, 4097, MAX_RAW_BLOCK_LEN + 1] {
+                let want = decompress(ty, payload, raw_len);
+                let got = decompress_vec(ty, stored.clone(), payload.len(), raw_len);
+                assert_eq!(got, want, "{ty:?} raw_len {raw_len}");
+            }
+        }
+        assert!(decompress_vec(CompressionType::None, vec![0; 4], 8, 8).is_err());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::block::{
-    unseal_block, Block, BlockHandle, BlockIter, BlockType, DataBlockEncoding, Envelope,
+    unseal_block_vec, Block, BlockHandle, BlockIter, BlockType, DataBlockEncoding, Envelope,
     UnsealError,
 };
 use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType, ChunkSearch};
@@ -639,7 +639,7 @@ pub fn read_block_from<R: ReadAt + ?Sized>(
     source
         .read_exact_at(&mut buf, h.offset)
         .map_err(|e| io_err(name, &format!("reading {region} at {}", h.offset), e))?;
-    unseal_block(&buf, h.offset, expected, verify).map_err(|e| match e {
+    unseal_block_vec(buf, h.offset, expected, verify).map_err(|e| match e {
         UnsealError::Checksum { expected, actual } => Error::ChecksumMismatch {
             file: name.to_owned(),
             offset: h.offset,

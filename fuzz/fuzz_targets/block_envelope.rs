@@ -1,11 +1,12 @@
-//! The block envelope: arbitrary stored bytes (payload + 10-byte envelope) → `unseal_block`,
+//! The block envelope: arbitrary stored bytes (payload + 10-byte envelope) → `unseal_block`
+//! (and `unseal_block_vec`, which reuses the buffer and must answer the same),
 //! with and without checksum verification, so LZ4 decompression sees arbitrary input with an
 //! arbitrary claimed raw length. Also `decompress` directly, and a seal → unseal round trip of
 //! the input used as a raw payload.
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
-use cellar_format::block::{seal_block, unseal_block, UnsealError};
+use cellar_format::block::{seal_block, unseal_block, unseal_block_vec, UnsealError};
 use cellar_format::compression::{decompress, MAX_RAW_BLOCK_LEN};
 use cellar_format::{BlockType, CompressionType};
 use libfuzzer_sys::fuzz_target;
@@ -43,6 +44,12 @@ fuzz_target!(|data: &[u8]| {
         .collect();
 
     for verify in [false, true] {
+        // The variant that reuses the read buffer answers exactly as the copying one.
+        assert_eq!(
+            unseal_block_vec(stored.to_vec(), p.offset, &expected, verify),
+            unseal_block(stored, p.offset, &expected, verify),
+            "unseal_block_vec disagrees"
+        );
         match unseal_block(stored, p.offset, &expected, verify) {
             Ok((raw, env)) => {
                 assert_eq!(raw.len(), env.raw_len as usize, "raw length not honoured");

@@ -20,7 +20,7 @@ pub use iter::{Block, BlockIter, Entry};
 
 use crate::checksum::block_checksum;
 use crate::coding::{put_varint64, Cursor};
-use crate::compression::{compress, decompress, CompressionType};
+use crate::compression::{compress, decompress, decompress_vec, CompressionType};
 use crate::error::{malformed, Malformed, Region};
 
 /// Bytes of the envelope that follows each payload.
@@ -236,6 +236,35 @@ pub fn unseal_block(
     expected: &[BlockType],
     verify: bool,
 ) -> Result<(Vec<u8>, Envelope), UnsealError> {
+    let (payload, env) = open_envelope(stored, offset, expected, verify)?;
+    let raw = decompress(env.compression, payload, env.raw_len)?;
+    Ok((raw, env))
+}
+
+/// [`unseal_block`] of a block read into a buffer of its own, which becomes the raw payload
+/// when the block is stored uncompressed (no copy; see [`decompress_vec`]). Same checks and
+/// errors.
+pub fn unseal_block_vec(
+    stored: Vec<u8>,
+    offset: u64,
+    expected: &[BlockType],
+    verify: bool,
+) -> Result<(Vec<u8>, Envelope), UnsealError> {
+    let (payload_len, env) = {
+        let (payload, env) = open_envelope(&stored, offset, expected, verify)?;
+        (payload.len(), env)
+    };
+    let raw = decompress_vec(env.compression, stored, payload_len, env.raw_len)?;
+    Ok((raw, env))
+}
+
+/// The checks of [`unseal_block`] before decompression; the stored payload and the envelope.
+fn open_envelope<'s>(
+    stored: &'s [u8],
+    offset: u64,
+    expected: &[BlockType],
+    verify: bool,
+) -> Result<(&'s [u8], Envelope), UnsealError> {
     if verify && stored.len() >= BLOCK_TRAILER_LEN {
         let (covered, sum) = stored.split_at(stored.len() - 4);
         let expected_sum = Cursor::new(sum).u32("checksum")?;
@@ -259,8 +288,7 @@ pub fn unseal_block(
                 .join(" or ")
         ))));
     }
-    let raw = decompress(env.compression, payload, env.raw_len)?;
-    Ok((raw, env))
+    Ok((payload, env))
 }
 
 #[cfg(test)]
