@@ -113,11 +113,17 @@ pub fn decompress_vec(
     payload_len: usize,
     raw_len: u32,
 ) -> Result<Vec<u8>, Malformed> {
+    let Some(payload) = stored.get(..payload_len) else {
+        return malformed(format!(
+            "payload of {payload_len} bytes in a buffer of {}",
+            stored.len()
+        ));
+    };
     if ty != CompressionType::None {
-        return decompress(ty, stored.get(..payload_len).unwrap_or_default(), raw_len);
+        return decompress(ty, payload, raw_len);
     }
     check_raw_len(raw_len)?;
-    check_uncompressed(payload_len.min(stored.len()), raw_len)?;
+    check_uncompressed(payload_len, raw_len)?;
     stored.truncate(payload_len);
     Ok(stored)
 }

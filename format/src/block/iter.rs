@@ -83,8 +83,9 @@ impl Anchor {
 /// Why not at decode: building them decodes every restart entry's row, and a block read once
 /// (a Get of data larger than the cache, a scan, a compaction) never repays that. With an
 /// 8 MiB cache over 200 MB of data, `Block::with_encoding` was 28% of a Get's time (`perf`),
-/// most of it the fences; a first seek halves over the restart entries instead, about as
-/// many decodes as building would take, and only a block sought again builds them.
+/// most of it the fences; a first seek halves over the restart entries instead (a few
+/// decodes, where building takes one per restart point), and only a block sought again
+/// builds them.
 #[derive(Debug, Clone)]
 struct Fences {
     prefix: Vec<u8>,
@@ -277,8 +278,8 @@ impl Block {
 
     /// Bytes the decoded block holds: its payload and its search fences, counted whether
     /// built yet or not (a cache weighs a block once, when it is inserted). Not counted: the
-    /// fences' shared prefix (part of one row) and the anchor's key (one key), as before the
-    /// fences were lazy for the anchor.
+    /// fences' shared prefix (part of one row), which the weight counted when fences were
+    /// built at decode, and the anchor's key (one key), which it never counted.
     pub fn memory(&self) -> usize {
         let fences = if self.num_restarts < 2 {
             0
