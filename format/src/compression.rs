@@ -150,14 +150,20 @@ fn check_uncompressed(stored_len: usize, raw_len: u32) -> Result<(), Malformed> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn lz4_round_trip_and_incompressible_fallback() {
+    /// 4 KiB that LZ4 compresses, and its compressed form.
+    fn compressible() -> (Vec<u8>, Vec<u8>) {
         let raw: Vec<u8> = b"abcdefgh".iter().cycle().take(4096).copied().collect();
         let mut out = Vec::new();
         assert_eq!(
             compress(CompressionType::Lz4, &raw, &mut out),
             CompressionType::Lz4
         );
+        (raw, out)
+    }
+
+    #[test]
+    fn lz4_round_trip_and_incompressible_fallback() {
+        let (raw, mut out) = compressible();
         assert_eq!(decompress(CompressionType::Lz4, &out, 4096).ok(), Some(raw));
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let noise: Vec<u8> = (0..4096)
@@ -177,12 +183,7 @@ mod tests {
     /// The reusing variant answers as the copying one: the same bytes, the same refusals.
     #[test]
     fn decompress_vec_agrees_with_decompress() {
-        let raw: Vec<u8> = b"abcdefgh".iter().cycle().take(4096).copied().collect();
-        let mut lz = Vec::new();
-        assert_eq!(
-            compress(CompressionType::Lz4, &raw, &mut lz),
-            CompressionType::Lz4
-        );
+        let (raw, lz) = compressible();
         let tail = [7u8; 10];
         for (ty, payload) in [(CompressionType::None, &raw), (CompressionType::Lz4, &lz)] {
             let stored = [payload.as_slice(), &tail].concat();

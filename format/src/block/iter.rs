@@ -40,20 +40,6 @@ struct Anchor {
     suffix: Suffix,
 }
 
-impl Clone for Block {
-    fn clone(&self) -> Self {
-        Block {
-            data: self.data.clone(),
-            restarts_offset: self.restarts_offset,
-            num_restarts: self.num_restarts,
-            encoding: self.encoding,
-            fences: self.fences.clone(),
-            sought: AtomicBool::new(self.sought.load(AtomicOrdering::Relaxed)),
-            anchor: self.anchor.clone(),
-        }
-    }
-}
-
 impl Anchor {
     /// The anchor's coordinates (its key without the suffix).
     fn coords(&self) -> &[u8] {
