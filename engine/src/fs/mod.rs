@@ -68,6 +68,16 @@ pub trait File: Send + Sync + Debug {
         Ok(())
     }
 
+    /// `len` bytes from `offset` in a new vector, failing with `UnexpectedEof` if the file is
+    /// shorter. This default zeroes the vector and reads through [`File::read_at`] (so
+    /// simulated and fault-injecting files see every read); a real file reads into the
+    /// vector's uninitialized capacity instead.
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
     /// Write all of `buf` at `offset`, continuing after short writes.
     fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
         while !buf.is_empty() {
@@ -151,6 +161,9 @@ pub struct FormatSource(pub Arc<dyn File>);
 impl cellar_format::ReadAt for FormatSource {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.0.read_exact_at(buf, offset)
+    }
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        self.0.read_vec_at(len, offset)
     }
     fn size(&self) -> io::Result<u64> {
         self.0.len()

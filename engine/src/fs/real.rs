@@ -37,6 +37,23 @@ impl File for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
     }
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        // pread into the vector's spare capacity: rustix sets the length to what the kernel
+        // wrote, so no byte is ever exposed uninitialized, and the block is not zeroed first.
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset + buf.len() as u64;
+            match rustix::io::pread(&self.file, rustix::buffer::spare_capacity(&mut buf), at) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // The capacity may exceed `len`, and a read may then have gone past it.
+        buf.truncate(len);
+        Ok(buf)
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.file.write_at(buf, offset)
     }
@@ -169,6 +186,29 @@ impl FileSystem for RealFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The uninitialized read returns exactly what the zeroing one does, and fails the same
+    /// way past the end.
+    #[test]
+    fn reads_into_fresh_vectors_match_the_zeroing_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r");
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let f = RealFs.open(&p).unwrap();
+        for (len, at) in [(0, 0), (1, 0), (16_384, 123), (70_000, 0), (9, 69_991)] {
+            let got = f.read_vec_at(len, at).unwrap();
+            assert_eq!(got.len(), len);
+            assert_eq!(got, &data[at as usize..at as usize + len]);
+            let mut z = vec![0u8; len];
+            f.read_exact_at(&mut z, at).unwrap();
+            assert_eq!(got, z);
+        }
+        for (len, at) in [(10, 69_991), (1, 70_000), (100, 1 << 40)] {
+            let e = f.read_vec_at(len, at).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{len} at {at}");
+        }
+    }
 
     #[test]
     fn only_reserved_bytes_of_created_files_are_mapped() {
