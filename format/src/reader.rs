@@ -678,3 +678,40 @@ fn io_err(name: &str, doing: &str, source: std::io::Error) -> Error {
 pub(crate) fn parsed(key: &[u8]) -> Option<KeyRef<'_>> {
     KeyRef::parse(key).ok()
 }
+
+#[cfg(test)]
+mod read_at_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A source that serves `read_vec_at` itself, as the engine's real files do.
+    struct Own(AtomicUsize);
+
+    impl ReadAt for Own {
+        fn read_exact_at(&self, buf: &mut [u8], _offset: u64) -> std::io::Result<()> {
+            buf.fill(1);
+            Ok(())
+        }
+        fn size(&self) -> std::io::Result<u64> {
+            Ok(1 << 20)
+        }
+        fn read_vec_at(&self, len: usize, _offset: u64) -> std::io::Result<Vec<u8>> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(vec![2; len])
+        }
+    }
+
+    /// The wrappers the reader is used through pass `read_vec_at` on: the default would
+    /// quietly zero every block read again.
+    #[test]
+    fn wrappers_forward_the_uninitialized_read() {
+        let own = Arc::new(Own(AtomicUsize::new(0)));
+        assert_eq!(own.read_vec_at(3, 0).unwrap(), vec![2; 3]);
+        let by_ref: &Arc<Own> = &own;
+        assert_eq!(by_ref.read_vec_at(2, 0).unwrap(), vec![2; 2]);
+        assert_eq!(own.0.load(Ordering::Relaxed), 2);
+        // The default reads through `read_exact_at`.
+        assert_eq!(b"abcdef".as_slice().read_vec_at(3, 2).unwrap(), b"cde");
+        assert!(b"abc".as_slice().read_vec_at(2, 2).is_err());
+    }
+}
