@@ -45,7 +45,8 @@ fn bench(args: &[&str]) -> Vec<Value> {
 
 #[test]
 fn every_workload_reports_every_field() {
-    let names = "fillseq,fillrandom,overwrite,readrandom,readmissing,seekrandom,readseq,\
+    let names =
+        "fillseq,fillrandom,overwrite,readrandom,readmissing,multireadrandom,seekrandom,readseq,\
                  readreverse,deleterandom,readwhilewriting,fillsync,ycsb-a,ycsb-b,ycsb-c,\
                  ycsb-d,ycsb-e,ycsb-f";
     let out = bench(&["--num", "2000", "--benchmarks", names, "--seek-nexts", "10"]);
@@ -86,6 +87,34 @@ fn every_workload_reports_every_field() {
     assert_eq!(by("fillsync")["ops"], 20);
     assert_eq!(by("ycsb-c")["write_amplification"], 0.0);
     assert_eq!(by("ycsb-c")["found"], 2000, "YCSB runs on a full load");
+}
+
+/// multireadrandom reads every key of a full table through `get_many_view`, in batches that do
+/// not divide the operations evenly, on two threads.
+#[test]
+fn multireadrandom_reads_in_batches() {
+    let out = bench(&[
+        "--num",
+        "2000",
+        "--threads",
+        "2",
+        "--batch-size",
+        "7",
+        "--benchmarks",
+        "fillseq,multireadrandom",
+    ]);
+    let m = &out[1];
+    assert_eq!(m["benchmark"], "multireadrandom");
+    assert_eq!(m["ops"], 2000);
+    assert_eq!(m["found"], 2000);
+    assert_eq!(m["write_amplification"], 0.0);
+    // Latency percentiles are per call of 7 keys; the mean is per key, so well below the
+    // median call (a mean per call would be about the median).
+    let (mean, p50) = (
+        m["micros_per_op"].as_f64().unwrap(),
+        m["p50_us"].as_f64().unwrap(),
+    );
+    assert!(mean * 2.0 < p50, "mean {mean} per key, median call {p50}");
 }
 
 #[test]

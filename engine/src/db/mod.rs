@@ -747,6 +747,65 @@ impl Table {
         self.db.inner.get_view(&self.name, get, f)
     }
 
+    /// Read many rows at once (HBase's `Table.get(List<Get>)`, RocksDB's `MultiGet`); the
+    /// results come in the order of `gets`, `None` where [`Table::get`] would give `None`.
+    ///
+    /// Every Get of the batch reads at **one read point**, taken when the call starts (a Get
+    /// with an explicit [`read_point`](Get::read_point) keeps its own, as in [`Table::get`]):
+    /// the rows are a consistent snapshot, as one scan's are, whatever writes, flushes or
+    /// compactions run meanwhile. The rows are read in row order, so rows that share blocks
+    /// read each block once while it is hot. Every Get's arguments are checked before any row
+    /// is read; the first error (a bad Get, an unknown family, a read that failed) fails the
+    /// whole batch.
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// t.put(Put::new("b").add("cf", "q", "vb"))?;
+    /// t.put(Put::new("a").add("cf", "q", "va"))?;
+    /// let rows = t.get_many(&[Get::new("b"), Get::new("zz"), Get::new("a")])?;
+    /// let values: Vec<_> = rows.iter().map(|r| r.as_ref().and_then(|r| r.value("cf", "q"))).collect();
+    /// assert_eq!(values, [Some(&b"vb"[..]), None, Some(&b"va"[..])]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_many(&self, gets: &[Get]) -> Result<Vec<Option<Row>>> {
+        self.db.inner.get_many(&self.name, gets)
+    }
+
+    /// [`Table::get_many`] handing each row to `f` as a borrowed [`RowView`] (as
+    /// [`Table::get_view`] does), with the index of its Get in `gets`. `f` is called once per
+    /// Get, in **row order** (not the order of `gets`; equal rows in the order given), before
+    /// the next row is read.
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// t.put(Put::new("a").add("cf", "q", "va"))?;
+    /// let mut seen = Vec::new();
+    /// t.get_many_view(&[Get::new("b"), Get::new("a")], |i, row| {
+    ///     seen.push((i, row.and_then(|r| r.value("cf", "q")).map(<[u8]>::to_vec)));
+    /// })?;
+    /// assert_eq!(seen, [(1, Some(b"va".to_vec())), (0, None)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_many_view(
+        &self,
+        gets: &[Get],
+        f: impl FnMut(usize, Option<RowView<'_>>),
+    ) -> Result<()> {
+        self.db.inner.get_many_view(&self.name, gets, f)
+    }
+
     /// Scan rows; the iterator sees one snapshot from its first row to its last.
     pub fn scan(&self, scan: Scan) -> Result<ScanIter> {
         read::ScanIter::new(self.db.inner.clone(), &self.name, scan)

@@ -202,6 +202,75 @@ impl DbInner {
         get.validate()?;
         let (read_point, sv) = self.read_view(get.read_point);
         let t = table_info(&sv, table)?;
+        self.get_row(&sv, t, read_point, get)
+    }
+
+    /// Every Get of `gets` at one read view (see [`Table::get_many`](super::Table::get_many)),
+    /// the rows in the order of `gets`.
+    pub(super) fn get_many(&self, table: &TableName, gets: &[Get]) -> Result<Vec<Option<Row>>> {
+        let Some((visible, sv)) = self.batch_view(gets)? else {
+            return Ok(Vec::new());
+        };
+        let t = table_info(&sv, table)?;
+        let mut out: Vec<Option<Row>> = (0..gets.len()).map(|_| None).collect();
+        for i in row_order(gets) {
+            let g = &gets[i];
+            out[i] = self.get_row(&sv, t, batch_point(g, visible), g)?;
+        }
+        Ok(out)
+    }
+
+    /// [`DbInner::get_many`] handing each row to `f` as a view, with the Get's index in
+    /// `gets`, in row order.
+    pub(super) fn get_many_view(
+        &self,
+        table: &TableName,
+        gets: &[Get],
+        mut f: impl FnMut(usize, Option<RowView<'_>>),
+    ) -> Result<()> {
+        let Some((visible, sv)) = self.batch_view(gets)? else {
+            return Ok(());
+        };
+        let t = table_info(&sv, table)?;
+        let mut raw = RawCells::default();
+        for i in row_order(gets) {
+            let g = &gets[i];
+            let read_point = batch_point(g, visible);
+            if g.filter.is_some() {
+                let row = self.get_row(&sv, t, read_point, g)?;
+                f(i, row.as_ref().map(RowView::of));
+                continue;
+            }
+            let fams = selected_families(t, &g.selection)?;
+            raw.clear();
+            self.get_cells(&sv, t, &fams, g, read_point, &mut raw)?;
+            let n = raw.len();
+            f(i, (n > 0).then(|| RowView::raw(&g.row, &raw, 0, n)));
+        }
+        Ok(())
+    }
+
+    /// The read view of a batch of Gets, after checking every Get's arguments (so a bad one
+    /// fails the batch before any row is read); `None` for an empty batch. Explicit read
+    /// points are applied per Get by [`batch_point`].
+    fn batch_view(&self, gets: &[Get]) -> Result<Option<(SeqNo, Arc<SuperVersion>)>> {
+        if gets.is_empty() {
+            return Ok(None);
+        }
+        for g in gets {
+            g.validate()?;
+        }
+        Ok(Some(self.read_view(None)))
+    }
+
+    /// One row of a Get at `read_point` over `sv`, filtered.
+    fn get_row(
+        &self,
+        sv: &SuperVersion,
+        t: &TableInfo,
+        read_point: SeqNo,
+        get: &Get,
+    ) -> Result<Option<Row>> {
         let fams = selected_families(t, &get.selection)?;
         let mut eval = get.filter.as_ref().map(FilterEval::new);
         // The row-key stage first: a row it rejects costs no file access.
@@ -211,7 +280,7 @@ impl DbInner {
             }
         }
         let mut cells = Vec::new();
-        self.get_cells(&sv, t, &fams, get, read_point, &mut cells)?;
+        self.get_cells(sv, t, &fams, get, read_point, &mut cells)?;
         if let Some(e) = eval.as_mut() {
             cells = e.finish_row(cells);
         }
@@ -297,6 +366,22 @@ impl DbInner {
             }
         })
     }
+}
+
+/// The indexes of `gets` in row order (equal rows in the order given): neighbouring rows share
+/// index paths, blocks and cache lines, so a batch read in this order touches each once while
+/// it is hot.
+fn row_order(gets: &[Get]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..gets.len()).collect();
+    order.sort_by(|&a, &b| gets[a].row.cmp(&gets[b].row));
+    order
+}
+
+/// The read point of one Get of a batch whose view is at `visible`: its explicit point, capped
+/// as [`DbInner::read_view`] caps one (a registered snapshot kept the purges below it, so the
+/// batch's super-version serves it), or the batch's.
+fn batch_point(get: &Get, visible: SeqNo) -> SeqNo {
+    get.read_point.map_or(visible, |p| p.min(visible))
 }
 
 /// The files a Get searched, as seek compaction needs them: the first (the newest) and how

@@ -36,6 +36,7 @@ pub const DB_BENCH: &[&str] = &[
     "overwrite",
     "readrandom",
     "readmissing",
+    "multireadrandom",
     "seekrandom",
     "readseq",
     "readreverse",
@@ -95,7 +96,7 @@ pub enum BenchFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Comma-separated benchmarks: fillseq, fillrandom, overwrite, readrandom, readmissing,
-    /// seekrandom, readseq, readreverse, deleterandom, readwhilewriting, fillsync, ycsb-a …
+    /// multireadrandom, seekrandom, readseq, readreverse, deleterandom, readwhilewriting, fillsync, ycsb-a …
     /// ycsb-f.
     #[arg(
         long,
@@ -124,6 +125,9 @@ pub struct BenchArgs {
     /// Run each benchmark for this many seconds instead of a fixed number of operations.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Keys per `get_many` call of `multireadrandom` (db_bench's `--batch_size`).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
     /// Rows read after each seek of `seekrandom` (db_bench's `--seek_nexts`).
     #[arg(long, default_value_t = 100)]
     pub seek_nexts: usize,

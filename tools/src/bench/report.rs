@@ -19,9 +19,10 @@ pub struct BenchResult {
     pub ops_per_sec: f64,
     /// Key and value bytes written or read per second, in MiB/s.
     pub mb_per_sec: f64,
-    /// Mean latency.
+    /// Mean latency: recorded time over `ops` (for multireadrandom, whose samples are batch
+    /// calls, the time per key).
     pub micros_per_op: f64,
-    /// Median latency.
+    /// Median latency (of one operation; of one batch call for multireadrandom).
     pub p50_us: f64,
     /// 99th percentile.
     pub p99_us: f64,
