@@ -15,6 +15,8 @@ fn compare_runs_cellar_and_reports_every_figure() {
             "--sync-ops=40",
             "--sync-threads=4",
             "--write-buffer-bytes=65536",
+            // Batches that do not divide the reads evenly.
+            "--batch-size=7",
             "--engines=cellar",
             "--json",
         ])
@@ -34,6 +36,7 @@ fn compare_runs_cellar_and_reports_every_figure() {
         "overwrite",
         "readrandom",
         "readmissing",
+        "multireadrandom",
         "seekrandom",
         "readseq",
         "fillsync",

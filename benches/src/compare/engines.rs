@@ -27,6 +27,14 @@ pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()>;
     /// Whether `key` is present.
     fn get(&self, key: &[u8]) -> Result<bool>;
+    /// Look up every key of `keys` in one batch; `found[i]` is whether `keys[i]` is present.
+    /// The default reads them one by one (the engine has no batched read).
+    fn multi_get(&self, keys: &[Vec<u8>], found: &mut [bool]) -> Result<()> {
+        for (k, f) in keys.iter().zip(found.iter_mut()) {
+            *f = self.get(k)?;
+        }
+        Ok(())
+    }
     /// Position at the first key ≥ `key` and read up to `n` entries; how many were read.
     fn seek(&self, key: &[u8], n: usize) -> Result<usize>;
     /// Read every entry in order; how many.
@@ -125,6 +133,17 @@ impl Engine for CellarEngine {
         })?)
     }
 
+    fn multi_get(&self, keys: &[Vec<u8>], found: &mut [bool]) -> Result<()> {
+        let gets: Vec<cellar::Get> = keys
+            .iter()
+            .map(|k| cellar::Get::new(k.as_slice()))
+            .collect();
+        self.table.get_many_view(&gets, |i, row| {
+            found[i] = std::hint::black_box(row.and_then(|r| r.value(FAMILY, ""))).is_some();
+        })?;
+        Ok(())
+    }
+
     fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
         let mut read = 0;
         // Borrowed rows, as the peers' iterators hand out slices.
@@ -180,7 +199,8 @@ mod peers {
             o.set_compression_type(rocksdb::DBCompressionType::Lz4);
             o.set_level_compaction_dynamic_level_bytes(true);
             o.set_block_based_table_factory(&table);
-            let db = rocksdb::DB::open(&o, dir).context("opening RocksDB")?;
+            // The default column family opened by name, so `multi_get` has its handle.
+            let db = rocksdb::DB::open_cf(&o, dir, ["default"]).context("opening RocksDB")?;
             Ok(Rocks { db, _cache: cache })
         }
     }
@@ -194,6 +214,19 @@ mod peers {
 
         fn get(&self, key: &[u8]) -> Result<bool> {
             Ok(self.db.get_pinned(key)?.is_some())
+        }
+
+        fn multi_get(&self, keys: &[Vec<u8>], found: &mut [bool]) -> Result<()> {
+            // RocksDB's batched MultiGet (pinned values, the keys sorted inside).
+            let cf = self
+                .db
+                .cf_handle("default")
+                .context("RocksDB's default column family")?;
+            let values = self.db.batched_multi_get_cf(cf, keys, false);
+            for (v, f) in values.into_iter().zip(found.iter_mut()) {
+                *f = v?.is_some();
+            }
+            Ok(())
         }
 
         fn seek(&self, key: &[u8], n: usize) -> Result<usize> {
@@ -354,6 +387,16 @@ mod peers {
             let r = self.db.begin_read()?;
             let t = r.open_table(REDB_TABLE)?;
             Ok(t.get(key)?.is_some())
+        }
+
+        fn multi_get(&self, keys: &[Vec<u8>], found: &mut [bool]) -> Result<()> {
+            // One read transaction for the batch, as Cellar's batch reads one snapshot.
+            let r = self.db.begin_read()?;
+            let t = r.open_table(REDB_TABLE)?;
+            for (k, f) in keys.iter().zip(found.iter_mut()) {
+                *f = t.get(k.as_slice())?.is_some();
+            }
+            Ok(())
         }
 
         fn seek(&self, key: &[u8], n: usize) -> Result<usize> {

@@ -5,7 +5,9 @@
 //! One round of an engine (phase `main`) on a fresh directory: `fillrandom` (`num` puts of
 //! keys drawn uniformly, with repeats, as db_bench does), `overwrite` (as many again), then
 //! untimed settling (flush, compactions quiet), `readrandom`, `readmissing` (db_bench's "key
-//! plus a dot"), `seekrandom` (seek then `seek_nexts` entries), `readseq` (every entry). The
+//! plus a dot"), `multireadrandom` (readrandom's keys `--batch-size` at a time, through each
+//! engine's batched read: Cellar's `get_many`, RocksDB's batched `MultiGet`, one redb read
+//! transaction per batch, fjall one key at a time), `seekrandom` (seek then `seek_nexts` entries), `readseq` (every entry). The
 //! B-tree (redb) instead loads the same set of keys untimed and runs the reads. Phase `sync`:
 //! `fillsync` (one writer, an fsync per put) and the same with 16 writers (group commit).
 //!
@@ -63,6 +65,9 @@ pub struct CompareArgs {
     /// Phases to run: main, sync.
     #[arg(long, value_delimiter = ',', default_value = "main,sync")]
     pub phases: Vec<String>,
+    /// Keys per batched read of multireadrandom.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
     /// Block cache bytes of every engine.
     #[arg(long, default_value_t = 256 << 20)]
     pub cache_bytes: usize,
@@ -228,6 +233,39 @@ fn run_main(a: &CompareArgs, engine: &dyn Engine, dir: &Path) -> Result<Figures>
         Ok(())
     })?;
     f.insert("readmissing".into(), ops);
+    // readrandom's workload read `batch_size` keys per call (db_bench's multireadrandom).
+    let batch = a.batch_size.max(1);
+    let mut batch_keys: Vec<Vec<u8>> = Vec::with_capacity(batch);
+    let mut batch_ns: Vec<u64> = Vec::with_capacity(batch);
+    let mut batch_found = vec![false; batch];
+    let calls = a.reads().div_ceil(batch as u64);
+    let start = Instant::now();
+    let mut done = 0u64;
+    for _ in 0..calls {
+        let n = (batch as u64).min(a.reads() - done) as usize;
+        batch_keys.resize_with(n, Vec::new);
+        batch_ns.clear();
+        for key in &mut batch_keys {
+            let i = rng.below(a.num);
+            keys.fill(i, key);
+            batch_ns.push(i);
+        }
+        let found = &mut batch_found[..n];
+        engine.multi_get(&batch_keys, found)?;
+        for (&i, &hit) in batch_ns.iter().zip(found.iter()) {
+            if hit != present[i as usize] {
+                bail!(
+                    "multireadrandom: key {i} found={hit}, expected {}",
+                    present[i as usize]
+                );
+            }
+        }
+        done += n as u64;
+    }
+    f.insert(
+        "multireadrandom".into(),
+        done as f64 / start.elapsed().as_secs_f64().max(1e-9),
+    );
     let ops = timed(a.seeks(), |_| {
         keys.fill(rng.below(a.num), &mut k);
         engine.seek(&k, a.seek_nexts).map(drop)
@@ -328,6 +366,7 @@ fn spawn_child(a: &CompareArgs, engine: &str, phase: &str) -> Result<Figures> {
         format!("--reads={}", a.reads()),
         format!("--seeks={}", a.seeks()),
         format!("--seek-nexts={}", a.seek_nexts),
+        format!("--batch-size={}", a.batch_size),
         format!("--key-size={}", a.key_size),
         format!("--value-size={}", a.value_size),
         format!("--sync-ops={}", a.sync_ops),
@@ -395,7 +434,7 @@ fn plain(v: f64) -> String {
     format!("{v:.2}")
 }
 
-const ROWS: [Row; 12] = [
+const ROWS: [Row; 13] = [
     Row {
         key: "fillrandom",
         label: "fillrandom ops/s",
@@ -417,6 +456,12 @@ const ROWS: [Row; 12] = [
     Row {
         key: "readmissing",
         label: "readmissing ops/s",
+        higher_is_better: true,
+        show: ops,
+    },
+    Row {
+        key: "multireadrandom",
+        label: "multireadrandom ops/s",
         higher_is_better: true,
         show: ops,
     },
