@@ -199,8 +199,11 @@ mod peers {
             o.set_compression_type(rocksdb::DBCompressionType::Lz4);
             o.set_level_compaction_dynamic_level_bytes(true);
             o.set_block_based_table_factory(&table);
-            // The default column family opened by name, so `multi_get` has its handle.
-            let db = rocksdb::DB::open_cf(&o, dir, ["default"]).context("opening RocksDB")?;
+            // The default column family opened by descriptor, so `multi_get` has its handle.
+            // Its options must be given again: `open_cf` by name gives a family default
+            // options (no bloom, cache or LZ4; readrandom fell from 170k to 66k).
+            let cf = rocksdb::ColumnFamilyDescriptor::new("default", o.clone());
+            let db = rocksdb::DB::open_cf_descriptors(&o, dir, [cf]).context("opening RocksDB")?;
             Ok(Rocks { db, _cache: cache })
         }
     }
