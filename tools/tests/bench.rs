@@ -167,6 +167,13 @@ fn bad_arguments_exit_2() {
         &["bench", "--threads", "0"],
         &["bench", "--num", "100000", "--key-size", "3"],
         &["bench", "--duration", "-1"],
+        &[
+            "bench",
+            "--benchmarks",
+            "multireadrandom",
+            "--batch-size",
+            "0",
+        ],
     ] {
         let r = run(CELLAR, args, d.path());
         assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);

@@ -753,10 +753,11 @@ impl Table {
     /// Every Get of the batch reads at **one read point**, taken when the call starts (a Get
     /// with an explicit [`read_point`](Get::read_point) keeps its own, as in [`Table::get`]):
     /// the rows are a consistent snapshot, as one scan's are, whatever writes, flushes or
-    /// compactions run meanwhile. The rows are read in row order, so rows that share blocks
-    /// read each block once while it is hot. Every Get's arguments are checked before any row
-    /// is read; the first error (a bad Get, an unknown family, a read that failed) fails the
-    /// whole batch.
+    /// compactions run meanwhile. The rows are read in row order, so neighbouring rows find
+    /// the index and data blocks they share still in the processor's caches. Each row costs
+    /// what a [`Table::get`] of it costs (no batched I/O yet). Every Get's arguments are
+    /// checked before any row is read; the first error (a bad Get, an unknown family, a read
+    /// that failed) fails the whole batch.
     ///
     /// ```
     /// # fn main() -> cellar::Result<()> {

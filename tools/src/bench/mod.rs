@@ -96,8 +96,8 @@ pub enum BenchFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Comma-separated benchmarks: fillseq, fillrandom, overwrite, readrandom, readmissing,
-    /// multireadrandom, seekrandom, readseq, readreverse, deleterandom, readwhilewriting, fillsync, ycsb-a …
-    /// ycsb-f.
+    /// multireadrandom, seekrandom, readseq, readreverse, deleterandom, readwhilewriting,
+    /// fillsync, ycsb-a … ycsb-f.
     #[arg(
         long,
         value_delimiter = ',',
@@ -174,6 +174,9 @@ impl BenchArgs {
         }
         if self.num == 0 {
             return bad("--num must be at least 1".into());
+        }
+        if self.batch_size == 0 || self.batch_size > 1 << 20 {
+            return bad("--batch-size must be between 1 and 1048576".into());
         }
         if self.key_size == 0 || self.key_size > 4096 {
             return bad("--key-size must be between 1 and 4096".into());

@@ -297,7 +297,7 @@ fn multiread_worker(
     mut out: ThreadOut,
 ) -> Result<ThreadOut> {
     let a = s.args;
-    let batch = a.batch_size.max(1) as u64;
+    let batch = a.batch_size as u64;
     let mut gets: Vec<Get> = Vec::with_capacity(batch as usize);
     let mut key = Vec::with_capacity(a.key_size + 1);
     let mut done = 0u64;
