@@ -120,6 +120,11 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// From the deepest index level, load children down to a data block, positioning each as
     /// `how` says. Stops (data block unset) when a level is not valid.
     fn descend(&mut self, how: Descend<'_>) -> Result<()> {
+        self.descend_to(how, true)
+    }
+
+    /// [`HFileIter::descend`], leaving the data block unsearched unless `search_data`.
+    fn descend_to(&mut self, how: Descend<'_>, search_data: bool) -> Result<()> {
         loop {
             let Some(depth) = self.index.len().checked_sub(1) else {
                 return Ok(());
@@ -143,7 +148,12 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
                 handle: child,
                 ty: child_ty,
             };
-            if let Err(m) = Self::position(&mut level.iter, how) {
+            let searched = if search_data || child_ty != BlockType::Data {
+                Self::position(&mut level.iter, how)
+            } else {
+                Ok(())
+            };
+            if let Err(m) = searched {
                 return Err(self.fail(&level, m));
             }
             if child_ty == BlockType::Data {
@@ -283,6 +293,39 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             return Err(self.fail(&root, m));
         }
         self.index.push(root);
+        Ok(())
+    }
+
+    /// The first half of [`HFileIter::seek`]: descend the index to the data block a seek to
+    /// `target` searches and load it (through the cache, or from the file), without searching
+    /// it. [`HFileIter::seek_staged`] with the same target completes the seek. Between the
+    /// two the cursor is not valid; a batched read asks the processor for the block's bytes
+    /// ([`HFileIter::staged_block`]) while it works on other rows.
+    pub fn stage(&mut self, target: &KeyRef<'_>) -> Result<()> {
+        self.reset_to_root();
+        self.forward = true;
+        self.position_root(Descend::Seek(target))?;
+        self.descend_to(Descend::Seek(target), false)
+    }
+
+    /// The data block [`HFileIter::stage`] loaded (`None` if the target is past the file's
+    /// last block).
+    pub fn staged_block(&self) -> Option<&std::sync::Arc<crate::block::Block>> {
+        self.data.as_ref().map(|d| d.iter.block())
+    }
+
+    /// The second half of a staged seek: position on the first cell whose key is `>= target`
+    /// (the target given to [`HFileIter::stage`]), as [`HFileIter::seek`] does.
+    pub fn seek_staged(&mut self, target: &KeyRef<'_>) -> Result<()> {
+        if let Some(mut d) = self.data.take() {
+            if let Err(m) = Self::position(&mut d.iter, Descend::Seek(target)) {
+                return Err(self.fail(&d, m));
+            }
+            self.data = Some(d);
+        }
+        if !self.valid() {
+            self.next_block()?;
+        }
         Ok(())
     }
 

@@ -275,6 +275,41 @@ impl Block {
         self.data.len() + fences
     }
 
+    /// Ask the processor for the block's header (this struct), which a seek reads first. A
+    /// hint for batched reads: reads nothing the program sees.
+    pub fn prefetch_header(self: &Arc<Self>) {
+        prefetch_bytes(Arc::as_ptr(self).cast(), size_of::<Block>());
+    }
+
+    /// Ask the processor for the block's search fences, if built (reads the header).
+    pub fn prefetch_fences(&self) {
+        if let Some(Some(f)) = self.fences.get() {
+            prefetch_bytes(f.fences.as_ptr().cast(), size_of_val(f.fences.as_slice()));
+        }
+    }
+
+    /// Ask the processor for the first `bytes` of the restart interval a seek to `target`
+    /// walks, found through the fences when they are built (reads the header and fences).
+    pub fn prefetch_interval(&self, target: &KeyRef<'_>, bytes: usize) {
+        let Some(Some(f)) = self.fences.get() else {
+            return;
+        };
+        let i = match f.locate(target.row) {
+            FencePos::Before => 0,
+            FencePos::After => f.fences.len().saturating_sub(1),
+            // The last restart point whose word is below the target's: the seek's answer
+            // unless words tie (then it lies at or after this one).
+            FencePos::Word(t) => f.fences.iter().skip(1).take_while(|e| e.word < t).count(),
+        };
+        if let Some(e) = f.fences.get(i) {
+            let at = e.offset as usize;
+            if at < self.data.len() {
+                let n = bytes.min(self.data.len() - at);
+                prefetch_bytes(self.data.as_ptr().wrapping_add(at), n);
+            }
+        }
+    }
+
     /// The fences a seek uses: none on the block's first seek, built on its second (see
     /// [`Fences`] on why). Racing seeks may both search without them, or both try to build;
     /// `OnceLock` builds once.
@@ -941,6 +976,31 @@ fn restart_below(
             cmp_to(k, target) == Ordering::Less
         }
     })
+}
+
+/// Ask the processor to bring the cache lines of `len` bytes at `p` into its caches.
+///
+/// The format crate's one `unsafe` block: the prefetch intrinsic is an `unsafe fn`.
+#[inline]
+#[allow(unsafe_code)]
+fn prefetch_bytes(p: *const u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        // From the line holding `p` to the one holding its last byte.
+        let first = p.wrapping_sub(p as usize % 64);
+        let lines = (p as usize % 64 + len).div_ceil(64);
+        for i in 0..lines {
+            // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot
+            // fault, whatever the address.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    first.wrapping_add(i * 64).cast(),
+                );
+            }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = (p, len);
 }
 
 /// Compare a key already validated by `decode_at` with a target.
