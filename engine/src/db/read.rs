@@ -223,9 +223,11 @@ impl DbInner {
     /// AHEAD` rows before it is read — its cursor descends the index and loads the data block
     /// ([`HFileIter::stage`]) and the processor is asked for the block's header; `AHEAD` rows
     /// later for its fences, `AHEAD` more for the restart interval the search will walk; then
-    /// the Get completes the staged seek and resolves the row as a single Get does. Every
-    /// step is one a Get takes anyway, in the same order, so results, errors and counters are
-    /// a Get's.
+    /// the Get completes the staged seek and resolves the row as a single Get does. The
+    /// steps are the Gets' own, some done earlier: every row's files are found before the
+    /// first row is read, and a staged row's data block is looked up (or read) rows ahead; a
+    /// stage that fails is left to the Get's own seek, which reads again and reports the
+    /// error. Results and cache counters are those of single Gets at the batch's read point.
     pub(super) fn get_many_view(
         &self,
         table: &TableName,
@@ -393,8 +395,9 @@ impl DbInner {
     }
 
     /// The visible cells of `get`'s row at `read_point` in `readers` ([`DbInner::get_files`])
-    /// and the memstores, resolved into `sink` (no filter). `staged`: a cursor over `readers[0]` that
-    /// [`HFileIter::stage`] descended for this row, used when that file is the only source.
+    /// and the memstores, resolved into `sink` (no filter). `staged`: a cursor over
+    /// `readers[0]` that [`HFileIter::stage`] descended for this row, used when that file is
+    /// the only source.
     #[allow(clippy::too_many_arguments)]
     fn resolve_get<'q>(
         &self,
