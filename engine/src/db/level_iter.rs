@@ -33,7 +33,8 @@ pub(super) struct LevelFiles<'a> {
     files: &'a [Arc<FileMeta>],
     readers: Vec<OnceCell<Reader>>,
     range: TimeRange,
-    nvb: bool,
+    /// Versions newer than `range` count in this family (`read::newer_versions_count`).
+    newer_count: bool,
 }
 
 /// The files a scan reads.
@@ -60,10 +61,10 @@ impl DbInner {
             let Some(levels) = sv.version.levels(*family) else {
                 continue;
             };
-            let nvb = sv
+            let newer_count = sv
                 .families
                 .get(family)
-                .is_some_and(|d| d.new_version_behavior);
+                .is_some_and(super::read::newer_versions_count);
             for (level, files) in levels.iter().enumerate() {
                 if level == 0 {
                     for f in files {
@@ -71,7 +72,7 @@ impl DbInner {
                             self.counters
                                 .range_skips
                                 .fetch_add(1, AtomicOrdering::Relaxed);
-                        } else if self.time_candidate(f, range, nvb) {
+                        } else if self.time_candidate(f, range, newer_count) {
                             out.l0.push(self.reader(*family, f.number)?);
                         }
                     }
@@ -84,7 +85,7 @@ impl DbInner {
                         files,
                         readers: (0..files.len()).map(|_| OnceCell::new()).collect(),
                         range: *range,
-                        nvb,
+                        newer_count,
                     });
                 }
             }
@@ -150,7 +151,7 @@ impl<'a> LevelIter<'a> {
         let (Some(f), Some(slot)) = (l.files.get(i), l.readers.get(i)) else {
             return Ok(None);
         };
-        if !self.db.time_candidate(f, &l.range, l.nvb) {
+        if !self.db.time_candidate(f, &l.range, l.newer_count) {
             return Ok(None);
         }
         if slot.get().is_none() {

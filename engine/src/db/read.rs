@@ -30,7 +30,7 @@ use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
 use crate::read::view::{CellSink, RawCells, RowView};
-use crate::schema::TableName;
+use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{now_ms, CellIter, FileMeta, SeqNo, Timestamp};
 
 /// Most rows a scan reads per refill: each refill re-seeks every source once, which was 7% of
@@ -91,22 +91,34 @@ fn successor(row: &[u8]) -> Vec<u8> {
 /// Whether a file can change the answer of a read limited to `range`. A file whose cells are
 /// all older than the range cannot: markers mask only at or below their timestamp, and older
 /// versions do not count against newer ones. A file whose cells are all newer can, through its
-/// markers (a DeleteFamily above the range masks puts inside it, MISSION.md rule 8) and, under
-/// NEW_VERSION_BEHAVIOR, through its versions (which count toward VERSIONS whatever the range,
-/// SPEC.md §13); so it is skipped only when it holds no marker and the family counts versions
-/// the classic way.
-fn time_overlaps(f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
+/// markers (a DeleteFamily above the range masks puts inside it, MISSION.md rule 8) and, where
+/// `newer_count` ([`newer_versions_count`]), through its versions; so it is skipped only when
+/// it holds no marker and the family's newer versions do not count.
+fn time_overlaps(f: &FileMeta, range: &TimeRange, newer_count: bool) -> bool {
     if range.is_all() || f.max_ts < range.min {
         return range.is_all();
     }
-    f.min_ts < range.max || f.deletes > 0 || nvb
+    f.min_ts < range.max || f.deletes > 0 || newer_count
+}
+
+/// Whether versions newer than a read's time range change its answer in a family, whatever
+/// the range (SPEC.md §13): under NEW_VERSION_BEHAVIOR they count toward VERSIONS, and with a
+/// TTL and MIN_VERSIONS they decide which versions are among the MIN_VERSIONS newest that stay
+/// visible past the TTL. Classic VERSIONS counts only the cells inside the range.
+pub(super) fn newer_versions_count(d: &FamilyDescriptor) -> bool {
+    d.new_version_behavior || (d.ttl.is_some() && d.min_versions > 0)
 }
 
 impl DbInner {
     /// Whether `f` can change a read limited to `range` ([`time_overlaps`]); a file that
     /// cannot counts as a time skip.
-    pub(super) fn time_candidate(&self, f: &FileMeta, range: &TimeRange, nvb: bool) -> bool {
-        let keep = time_overlaps(f, range, nvb);
+    pub(super) fn time_candidate(
+        &self,
+        f: &FileMeta,
+        range: &TimeRange,
+        newer_count: bool,
+    ) -> bool {
+        let keep = time_overlaps(f, range, newer_count);
         if !keep {
             self.counters.time_skips.fetch_add(1, Ordering::Relaxed);
         }
@@ -130,10 +142,7 @@ impl DbInner {
             let Some(levels) = sv.version.levels(*family) else {
                 continue;
             };
-            let nvb = sv
-                .families
-                .get(family)
-                .is_some_and(|d| d.new_version_behavior);
+            let newer_count = sv.families.get(family).is_some_and(newer_versions_count);
             for (level, files) in levels.iter().enumerate() {
                 if files.is_empty() {
                     continue;
@@ -150,7 +159,7 @@ impl DbInner {
                         self.counters.range_skips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    if !self.time_candidate(f, range, nvb) {
+                    if !self.time_candidate(f, range, newer_count) {
                         continue;
                     }
                     let r = self.reader(*family, f.number)?;
