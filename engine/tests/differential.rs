@@ -24,6 +24,11 @@
 //!   or a major compaction, `Model::compaction_allows` decides which classic differences are
 //!   legal. Background compaction is off (`compaction.threads = 0`): compactions run only at
 //!   the sequence's `MajorCompact` ops, so the model knows where they happened.
+//! - Filters: a third of the scans, and some Gets, are also read with a random filter tree
+//!   (every kind but KeyOnly at any depth ≤ 2, KeyOnly at the top) and must return what
+//!   `filter_oracle` makes of the same read without the filter: the filters' meaning taken
+//!   from `engine/src/read/filter.rs`, checked on top of reads the model already checks. A
+//!   filtered Get is also read in a `get_many` batch beside the unfiltered one.
 //! - The three engine bugs this test found have a regression test each at the end of the file.
 //!
 //! Scale and replay: `CELLAR_DIFF_SEQS` (sequences, default 2000), `CELLAR_DIFF_OPS` (operations
@@ -43,8 +48,8 @@ use std::time::Instant;
 use cellar::format::CellType;
 use cellar::types::{now_ms, LATEST_TIMESTAMP};
 use cellar::{
-    BloomType, Db, Delete, FamilyDescriptor, Get, KeepDeletedCells, Options, Put, Row,
-    RowMutations, Scan, Snapshot, Table, TableDescriptor, WriteBatch, WriteOptions,
+    BloomType, CompareOp, Db, Delete, FamilyDescriptor, Filter, Get, KeepDeletedCells, Options,
+    Put, Row, RowMutations, Scan, Snapshot, Table, TableDescriptor, WriteBatch, WriteOptions,
 };
 use differential_model::{
     render_rows, text, Compaction, FamSpec, Model, NewCell, OutCell, OutRow, ReadQ, Selection,
@@ -196,6 +201,8 @@ enum Op {
     /// `Table::get_many` (and `get_many_view`) of Gets on several rows, repeats allowed, each
     /// with its own read.
     GetMany(Vec<(usize, ReadSpec)>),
+    /// A Get with a filter, checked against the same Get without it through [`filter_oracle`].
+    GetFiltered(usize, ReadSpec, Filter),
     Scan {
         bounds: Bounds,
         limit: Option<usize>,
@@ -204,6 +211,9 @@ enum Op {
         /// `Scan::reversed`: the rows of the same range from the last down. A `Range`'s
         /// bounds then swap roles: `stop` is the (inclusive) start, `start` the stop.
         reversed: bool,
+        /// Also read the scan with this filter, checked against the unfiltered rows through
+        /// [`filter_oracle`].
+        filter: Option<Filter>,
     },
     /// `Db::major_compact` of one family or all.
     MajorCompact {
@@ -398,12 +408,100 @@ impl Gen<'_> {
             .then(|| self.rng.random_range(1..=3));
         let raw = self.rng.random_bool(0.2);
         let read = self.read();
+        let reversed = self.rng.random_bool(0.25);
         Op::Scan {
             bounds,
             limit,
             raw,
             read,
-            reversed: self.rng.random_bool(0.25),
+            reversed,
+            filter: self.rng.random_bool(0.3).then(|| self.filter(0)),
+        }
+    }
+
+    fn op_compare(&mut self) -> CompareOp {
+        [
+            CompareOp::Less,
+            CompareOp::LessOrEqual,
+            CompareOp::Equal,
+            CompareOp::NotEqual,
+            CompareOp::GreaterOrEqual,
+            CompareOp::Greater,
+        ][self.rng.random_range(0..6)]
+    }
+
+    /// An operand near the values written (`v0`, `v1`, ...; compared as bytes).
+    fn value_operand(&mut self) -> Vec<u8> {
+        let hi = self.values.max(1) + 2;
+        format!("v{}", self.rng.random_range(0..hi)).into_bytes()
+    }
+
+    /// A filter tree of depth at most 2; KeyOnly only at the top (alone or last in an And),
+    /// where what it does to values is unambiguous.
+    fn filter(&mut self, depth: u32) -> Filter {
+        let kinds = if depth == 0 { 13 } else { 9 };
+        match self.rng.random_range(0..kinds) {
+            0 => Filter::RowPrefix(
+                PREFIXES[self.rng.random_range(0..PREFIXES.len())]
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            1 => {
+                let bound = |g: &mut Self| {
+                    if g.rng.random_bool(0.2) {
+                        Vec::new()
+                    } else {
+                        ROWS[g.row()].as_bytes().to_vec()
+                    }
+                };
+                let n = self.rng.random_range(1..=2);
+                Filter::RowRanges((0..n).map(|_| (bound(self), bound(self))).collect())
+            }
+            2 => Filter::ColumnPrefix(
+                ["a", "ab", "b", "c", ""][self.rng.random_range(0..5)]
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            3 => {
+                let op = self.op_compare();
+                Filter::Qualifier(op, QUALS[self.qual()].as_bytes().to_vec())
+            }
+            4 => {
+                let op = self.op_compare();
+                Filter::Value(op, self.value_operand())
+            }
+            5 => {
+                let n = self.rng.random_range(1..=3);
+                Filter::Timestamps((0..n).map(|_| self.ts()).collect())
+            }
+            6 => {
+                let (f, q) = (self.fam(), self.qual());
+                let op = self.op_compare();
+                Filter::SingleColumnValue {
+                    family: FAMILY_NAMES[f].to_owned(),
+                    qualifier: QUALS[q].as_bytes().to_vec(),
+                    op,
+                    value: self.value_operand(),
+                    filter_if_missing: self.rng.random_bool(0.5),
+                }
+            }
+            7 => Filter::Page(self.rng.random_range(1..=3)),
+            8 => Filter::FirstKeyOnly,
+            9 | 10 => {
+                let n = self.rng.random_range(2..=3);
+                Filter::And((0..n).map(|_| self.filter(depth + 1)).collect())
+            }
+            11 => {
+                let n = self.rng.random_range(2..=3);
+                Filter::Or((0..n).map(|_| self.filter(depth + 1)).collect())
+            }
+            _ => {
+                if self.rng.random_bool(0.3) {
+                    Filter::KeyOnly
+                } else {
+                    Filter::And(vec![self.filter(depth + 1), Filter::KeyOnly])
+                }
+            }
         }
     }
 
@@ -433,9 +531,14 @@ impl Gen<'_> {
                         .collect(),
                 )
             }
-            550..725 => {
+            550..690 => {
                 let r = self.row();
                 Op::Get(r, self.read())
+            }
+            690..725 => {
+                let r = self.row();
+                let read = self.read();
+                Op::GetFiltered(r, read, self.filter(0))
             }
             725..750 => {
                 let mut gets = Vec::new();
@@ -487,6 +590,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
             snapshot: None,
         },
         reversed: false,
+        filter: None,
     };
     ops.push(full(false));
     ops.push(full(true));
@@ -821,6 +925,180 @@ fn get_engine(t: &Table, g: &Get) -> Result<Vec<OutRow>, Divergence> {
         });
     }
     Ok(owned)
+}
+
+/// What a read with filter `f` returns, made from the rows of the same read without it (and
+/// without a limit), by the meaning `engine/src/read/filter.rs` gives filters: each is the set
+/// of a row's resolved cells it lets through — row-key filters all or none, cell filters cell
+/// by cell, SingleColumnValue all or none by the newest returned put of its column, Page all
+/// while fewer rows than its count were accepted, FirstKeyOnly the first cell that reaches it
+/// (in an And, the first the children before it let through), And the intersection (each
+/// child sees what the ones before it let through), Or the union (every child sees every
+/// cell); KeyOnly (generated only at the top, alone or last in an And) empties the values. A
+/// row left with no cell is not returned and not counted.
+fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
+    fn eval(
+        f: &Filter,
+        key: &[u8],
+        cells: &[OutCell],
+        accepted: usize,
+        reach: &[bool],
+    ) -> Vec<bool> {
+        let all = |pass: bool| vec![pass; cells.len()];
+        let each = |p: &dyn Fn(&OutCell) -> bool| cells.iter().map(p).collect::<Vec<bool>>();
+        match f {
+            Filter::RowPrefix(p) => all(key.starts_with(p)),
+            Filter::RowRanges(rs) => all(rs
+                .iter()
+                .any(|(a, z)| key >= a.as_slice() && (z.is_empty() || key < z.as_slice()))),
+            Filter::ColumnPrefix(p) => each(&|c| c.qual.starts_with(p)),
+            Filter::Qualifier(op, v) => each(&|c| op.matches(&c.qual, v)),
+            Filter::Value(op, v) => each(&|c| op.matches(&c.value, v)),
+            Filter::Timestamps(ts) => each(&|c| ts.contains(&c.ts)),
+            Filter::SingleColumnValue {
+                family,
+                qualifier,
+                op,
+                value,
+                filter_if_missing,
+            } => all(
+                match cells
+                    .iter()
+                    .find(|c| c.ty == CellType::Put && c.family == *family && c.qual == *qualifier)
+                {
+                    Some(c) => op.matches(&c.value, value),
+                    None => !filter_if_missing,
+                },
+            ),
+            Filter::Page(n) => all(accepted < *n),
+            Filter::FirstKeyOnly => {
+                let first = reach.iter().position(|&r| r);
+                (0..cells.len()).map(|i| Some(i) == first).collect()
+            }
+            Filter::KeyOnly => all(true),
+            Filter::And(children) => {
+                let mut mask = reach.to_vec();
+                for c in children {
+                    let m = eval(c, key, cells, accepted, &mask);
+                    for (a, b) in mask.iter_mut().zip(m) {
+                        *a &= b;
+                    }
+                }
+                mask
+            }
+            Filter::Or(children) => {
+                let mut mask = all(false);
+                for c in children {
+                    let m = eval(c, key, cells, accepted, reach);
+                    for (a, b) in mask.iter_mut().zip(m) {
+                        *a |= b;
+                    }
+                }
+                mask
+            }
+            other => panic!("the generator makes no {other:?}"),
+        }
+    }
+    let key_only = match f {
+        Filter::KeyOnly => true,
+        Filter::And(children) => matches!(children.last(), Some(Filter::KeyOnly)),
+        _ => false,
+    };
+    let mut out = Vec::new();
+    for (key, cells) in rows {
+        let mask = eval(f, key, cells, out.len(), &vec![true; cells.len()]);
+        let kept: Vec<OutCell> = cells
+            .iter()
+            .zip(mask)
+            .filter(|(_, m)| *m)
+            .map(|(c, _)| OutCell {
+                value: if key_only {
+                    Vec::new()
+                } else {
+                    c.value.clone()
+                },
+                ..c.clone()
+            })
+            .collect();
+        if !kept.is_empty() {
+            out.push((key.clone(), kept));
+        }
+    }
+    out
+}
+
+/// A filtered scan must return what [`filter_oracle`] makes of the same scan without the
+/// filter and the limit, cut to the limit. Both reads are taken again once on a mismatch (a
+/// background flush between them may purge cells).
+fn check_filtered_scan(
+    t: &Table,
+    unfiltered: Scan,
+    limit: Option<usize>,
+    f: &Filter,
+) -> Result<(), Divergence> {
+    let attempt = || -> Result<(Vec<OutRow>, Vec<OutRow>), Divergence> {
+        let all = scan_engine(t, unfiltered.clone())?;
+        let mut filtered = unfiltered.clone().filter(f.clone());
+        if let Some(l) = limit {
+            filtered = filtered.limit(l);
+        }
+        let actual = scan_engine(t, filtered)?;
+        let mut expected = filter_oracle(&all, f);
+        expected.truncate(limit.unwrap_or(usize::MAX));
+        Ok((expected, actual))
+    };
+    let (expected, actual) = attempt()?;
+    if expected == actual {
+        return Ok(());
+    }
+    let (expected, actual) = attempt()?;
+    if expected == actual {
+        return Ok(());
+    }
+    Err(Divergence {
+        what: format!(
+            "filtered scan differs from the filter applied to the unfiltered scan: {f:?}"
+        ),
+        expected: render_rows(&expected),
+        actual: render_rows(&actual),
+        ..fail("")
+    })
+}
+
+/// A filtered Get (through `get`, `get_view` and a `get_many` batch beside the unfiltered Get)
+/// must return what [`filter_oracle`] makes of the unfiltered Get; both read again once on a
+/// mismatch. Returns whether the filtered row had cells.
+fn check_filtered_get(t: &Table, g: &Get, f: &Filter) -> Result<bool, Divergence> {
+    let filtered = g.clone().filter(f.clone());
+    let attempt = || -> Result<(Vec<OutRow>, Vec<OutRow>), Divergence> {
+        let all = get_engine(t, g)?;
+        let actual = get_engine(t, &filtered)?;
+        let batch = get_many_engine(t, &[filtered.clone(), g.clone()])?;
+        if batch.first() != Some(&actual) || batch.get(1) != Some(&all) {
+            let show = |rows: &[Vec<OutRow>]| rows.iter().map(|r| format!("{r:?}")).collect();
+            return Err(Divergence {
+                what: "a batch of the filtered and the unfiltered Get differs from the two Gets"
+                    .into(),
+                expected: show(&[actual, all]),
+                actual: show(&batch),
+                ..fail("")
+            });
+        }
+        Ok((filter_oracle(&all, f), actual))
+    };
+    let (expected, actual) = match attempt() {
+        Ok(r) if r.0 == r.1 => return Ok(!r.1.is_empty()),
+        _ => attempt()?,
+    };
+    if expected == actual {
+        return Ok(!actual.is_empty());
+    }
+    Err(Divergence {
+        what: format!("filtered Get differs from the filter applied to the unfiltered Get: {f:?}"),
+        expected: render_rows(&expected),
+        actual: render_rows(&actual),
+        ..fail("")
+    })
 }
 
 /// A batch of Gets, which must agree with the same batch through `Table::get_many_view` (rows
@@ -1252,6 +1530,14 @@ fn exec(
             compare(model, &q, None, expected, || all, actual)?;
             return Ok(Outcome::Compared { non_empty });
         }
+        Op::GetFiltered(row, r, f) => {
+            let mut g = apply_read!(Get::new(ROWS[*row]), r, fams);
+            if let Some((s, _)) = eng.snapshot(r.snapshot) {
+                g = g.at(s);
+            }
+            let non_empty = check_filtered_get(eng.t(), &g, f)?;
+            return Ok(Outcome::Compared { non_empty });
+        }
         Op::GetMany(reads) => {
             let mut gets = Vec::new();
             let mut qs = Vec::new();
@@ -1285,6 +1571,7 @@ fn exec(
             raw,
             read,
             reversed,
+            filter,
         } => {
             let snap = eng.snapshot(read.snapshot);
             let rp = snap.map_or(model.seq, |s| s.1);
@@ -1294,9 +1581,6 @@ fn exec(
             }
             if *raw {
                 s = s.raw();
-            }
-            if let Some(l) = limit {
-                s = s.limit(*l);
             }
             let in_bounds: RowFilter = match *bounds {
                 Bounds::All => Box::new(|_| true),
@@ -1348,6 +1632,14 @@ fn exec(
             if *reversed {
                 // Set last: `prefix` read backward whichever builder comes first (SPEC §13).
                 s = s.reversed();
+            }
+            if let Some(f) = filter {
+                check_filtered_scan(eng.t(), s.clone(), *limit, f)?;
+            }
+            if let Some(l) = limit {
+                s = s.limit(*l);
+            }
+            if *reversed {
                 let actual = scan_engine(eng.t(), s)?;
                 let mut all = model.scan(&in_bounds, None, &q);
                 all.reverse();
@@ -1412,6 +1704,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Snapshot | Op::Release(_) => "snapshot",
         Op::Get(..) => "get",
         Op::GetMany(..) => "get_many",
+        Op::GetFiltered(..) => "get_filtered",
         Op::Scan { .. } => "scan",
         Op::MajorCompact { .. } | Op::Compact => "compact",
     }
