@@ -28,7 +28,8 @@
 //!   (every kind but KeyOnly at any depth ≤ 2, KeyOnly at the top) and must return what
 //!   `filter_oracle` makes of the same read without the filter: the filters' meaning taken
 //!   from `engine/src/read/filter.rs`, checked on top of reads the model already checks. A
-//!   filtered Get is also read in a `get_many` batch beside the unfiltered one.
+//!   filtered Get is also read in a `get_many` batch beside the unfiltered one. A fifth of
+//!   the scans are also read in chunks (`Scan::batch`), which joined must give the rows.
 //! - The three engine bugs this test found have a regression test each at the end of the file.
 //!
 //! Scale and replay: `CELLAR_DIFF_SEQS` (sequences, default 2000), `CELLAR_DIFF_OPS` (operations
@@ -214,6 +215,9 @@ enum Op {
         /// Also read the scan with this filter, checked against the unfiltered rows through
         /// [`filter_oracle`].
         filter: Option<Filter>,
+        /// Also read the scan in chunks of at most this many cells (`Scan::batch`), which
+        /// joined must give the unchunked rows.
+        batch: Option<usize>,
     },
     /// `Db::major_compact` of one family or all.
     MajorCompact {
@@ -416,6 +420,10 @@ impl Gen<'_> {
             read,
             reversed,
             filter: self.rng.random_bool(0.3).then(|| self.filter(0)),
+            batch: self
+                .rng
+                .random_bool(0.2)
+                .then(|| self.rng.random_range(1..=3)),
         }
     }
 
@@ -591,6 +599,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
         },
         reversed: false,
         filter: None,
+        batch: None,
     };
     ops.push(full(false));
     ops.push(full(true));
@@ -1059,6 +1068,55 @@ fn check_filtered_scan(
         what: format!(
             "filtered scan differs from the filter applied to the unfiltered scan: {f:?}"
         ),
+        expected: render_rows(&expected),
+        actual: render_rows(&actual),
+        ..fail("")
+    })
+}
+
+/// A scan in chunks of at most `n` cells (`Scan::batch`) must return the unchunked rows cut
+/// into consecutive chunks that repeat the row key, the limit counting rows, not chunks; read
+/// again once on a mismatch.
+fn check_batched_scan(
+    t: &Table,
+    s: Scan,
+    limit: Option<usize>,
+    n: usize,
+) -> Result<(), Divergence> {
+    let attempt = || -> Result<(Vec<OutRow>, Vec<OutRow>), Divergence> {
+        let mut whole = s.clone();
+        let mut chunked = s.clone().batch(n);
+        if let Some(l) = limit {
+            whole = whole.limit(l);
+            chunked = chunked.limit(l);
+        }
+        let expected = scan_engine(t, whole)?;
+        let chunks = scan_engine(t, chunked)?;
+        let mut joined: Vec<OutRow> = Vec::new();
+        for (key, cells) in chunks {
+            if cells.len() > n {
+                return Err(fail(format!(
+                    "a chunk of row {} holds {} cells, more than the batch of {n}",
+                    text(&key),
+                    cells.len()
+                )));
+            }
+            match joined.last_mut() {
+                Some((k, c)) if *k == key => c.extend(cells),
+                _ => joined.push((key, cells)),
+            }
+        }
+        Ok((expected, joined))
+    };
+    let (expected, actual) = match attempt()? {
+        r if r.0 == r.1 => return Ok(()),
+        _ => attempt()?,
+    };
+    if expected == actual {
+        return Ok(());
+    }
+    Err(Divergence {
+        what: format!("a scan in chunks of {n} cells differs from the scan"),
         expected: render_rows(&expected),
         actual: render_rows(&actual),
         ..fail("")
@@ -1572,6 +1630,7 @@ fn exec(
             read,
             reversed,
             filter,
+            batch,
         } => {
             let snap = eng.snapshot(read.snapshot);
             let rp = snap.map_or(model.seq, |s| s.1);
@@ -1635,6 +1694,9 @@ fn exec(
             }
             if let Some(f) = filter {
                 check_filtered_scan(eng.t(), s.clone(), *limit, f)?;
+            }
+            if let Some(n) = batch {
+                check_batched_scan(eng.t(), s.clone(), *limit, *n)?;
             }
             if let Some(l) = limit {
                 s = s.limit(*l);
