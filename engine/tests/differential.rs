@@ -12,7 +12,7 @@
 //!   bounds, inclusive stop, limits, raw, reversed). Every sequence ends with a full scan of all versions
 //!   and a raw scan.
 //! - Settings drawn per sequence for each of 1–3 families: VERSIONS 1–4, MIN_VERSIONS 0–1,
-//!   KEEP_DELETED_CELLS FALSE/TRUE, NEW_VERSION_BEHAVIOR on/off, bloom NONE/ROW/ROWCOL, and a TTL
+//!   KEEP_DELETED_CELLS FALSE/TRUE/TTL, NEW_VERSION_BEHAVIOR on/off, bloom NONE/ROW/ROWCOL, and a TTL
 //!   of one day on some: explicit timestamps (1..=10) are then always expired and "latest" ones
 //!   never, so TTL and MIN_VERSIONS are exercised without a boundary the clock could cross.
 //!   One sequence in ten uses a tiny write buffer so background flushes land at arbitrary points
@@ -96,6 +96,9 @@ const BASE_SEED: u64 = 0xCE11_A000_0000;
 struct Setup {
     fams: Vec<FamSpec>,
     blooms: Vec<BloomType>,
+    /// Per family: a KEEP_DELETED_CELLS family is created with `KeepDeletedCells::Ttl`
+    /// instead of `True` (the model's rules are the same for both, SPEC §20.2's choices).
+    kdc_ttl: Vec<bool>,
     /// A write buffer of a few KiB: memstores switch and flush in the background.
     small_buffer: bool,
     /// On a real temporary directory instead of the in-memory file system.
@@ -252,9 +255,11 @@ fn gen_setup(rng: &mut StdRng) -> Setup {
             _ => BloomType::RowCol,
         });
     }
+    let kdc_ttl = fams.iter().map(|_| rng.random_bool(0.5)).collect();
     Setup {
         fams,
         blooms,
+        kdc_ttl,
         small_buffer: rng.random_bool(0.1),
         real_disk: rng.random_bool(0.01),
     }
@@ -674,14 +679,14 @@ impl Engine {
         };
         let db = Db::open(&dir, opts.clone()).map_err(|e| engine_err("open", e))?;
         let mut desc = TableDescriptor::new(TABLE);
-        for (f, bloom) in setup.fams.iter().zip(&setup.blooms) {
+        for ((f, bloom), &kdc_ttl) in setup.fams.iter().zip(&setup.blooms).zip(&setup.kdc_ttl) {
             let mut d = FamilyDescriptor::new(f.name.clone())
                 .max_versions(f.versions)
                 .min_versions(f.min_versions)
-                .keep_deleted_cells(if f.keep_deleted {
-                    KeepDeletedCells::True
-                } else {
-                    KeepDeletedCells::False
+                .keep_deleted_cells(match (f.keep_deleted, kdc_ttl) {
+                    (false, _) => KeepDeletedCells::False,
+                    (true, false) => KeepDeletedCells::True,
+                    (true, true) => KeepDeletedCells::Ttl,
                 })
                 .new_version_behavior(f.nvb)
                 .bloom(*bloom);
