@@ -3,7 +3,8 @@
 //! and SPEC.md §13, and every read must agree.
 //!
 //! - Operations: puts (several families and columns per put, timestamps 1..=10 so collisions
-//!   are frequent, some at "latest"), every delete kind (version, newest version, column,
+//!   are frequent, some at "latest"; one in ten with a per-cell TTL of a day, past for the
+//!   explicit timestamps, ahead for "latest"), every delete kind (version, newest version, column,
 //!   family, family version, whole row with and without a timestamp), single-row mutations and
 //!   cross-row batches, flushes, reopens (drop every handle and `Db::open` the same directory),
 //!   snapshots taken and released, Gets, batches of Gets (`get_many`, `get_many_view`) and
@@ -125,6 +126,9 @@ struct PutCell {
 struct PutSpec {
     row: usize,
     cells: Vec<PutCell>,
+    /// `Put::ttl` of a day: the put's explicit timestamps (1..=10) are then always past it
+    /// and its "latest" ones never (SPEC §13 rule 7).
+    ttl: bool,
 }
 
 /// One part of a delete; `None` timestamps are "latest".
@@ -316,7 +320,11 @@ impl Gen<'_> {
                 }
             })
             .collect();
-        PutSpec { row, cells }
+        PutSpec {
+            row,
+            cells,
+            ttl: self.rng.random_bool(0.1),
+        }
     }
 
     fn delete(&mut self, row: usize) -> DelSpec {
@@ -751,14 +759,19 @@ fn major_compact(db: &Db, table: &str, family: Option<&str>) -> cellar::Result<(
 }
 
 fn put_of(p: &PutSpec, fams: &[FamSpec]) -> Put {
-    p.cells.iter().fold(Put::new(ROWS[p.row]), |put, c| {
+    let put = p.cells.iter().fold(Put::new(ROWS[p.row]), |put, c| {
         put.add_at(
             &fams[c.fam].name,
             QUALS[c.qual],
             c.ts.unwrap_or(LATEST_TIMESTAMP),
             c.value.as_str(),
         )
-    })
+    });
+    if p.ttl {
+        put.ttl(std::time::Duration::from_millis(TTL_MS))
+    } else {
+        put
+    }
 }
 
 fn delete_of(d: &DelSpec, fams: &[FamSpec]) -> Delete {
@@ -804,6 +817,8 @@ type NewestOverrides = std::collections::BTreeMap<(usize, usize, usize), Option<
 
 fn expand(model: &Model, items: &[MutSpec], now: u64, newest: &NewestOverrides) -> Vec<NewCell> {
     let mut out = Vec::new();
+    // The Put being expanded carries a cell TTL (markers never do).
+    let cell_ttl = std::cell::Cell::new(false);
     let mut push = |row: usize, fam: usize, qual: &str, ts: u64, ty: CellType, value: &str| {
         out.push(NewCell {
             row: ROWS[row].as_bytes().to_vec(),
@@ -812,11 +827,13 @@ fn expand(model: &Model, items: &[MutSpec], now: u64, newest: &NewestOverrides) 
             ts,
             ty,
             value: value.as_bytes().to_vec(),
+            cell_expired: cell_ttl.get() && ts < now.saturating_sub(TTL_MS),
         });
     };
     for m in items {
         match m {
             MutSpec::Put(p) => {
+                cell_ttl.set(p.ttl);
                 for c in &p.cells {
                     push(
                         p.row,
@@ -829,6 +846,7 @@ fn expand(model: &Model, items: &[MutSpec], now: u64, newest: &NewestOverrides) 
                 }
             }
             MutSpec::Delete(d) => {
+                cell_ttl.set(false);
                 if d.ops.is_empty() {
                     for f in 0..model.fams.len() {
                         push(d.row, f, "", now, CellType::DeleteFamily, "");
@@ -1973,6 +1991,7 @@ fn compaction_allowances_of_the_model() {
         ts,
         ty,
         value: value.as_bytes().to_vec(),
+        cell_expired: false,
     };
     let read = |m: &Model| ReadQ {
         selection: Selection::new(),

@@ -53,6 +53,10 @@ pub struct Entry {
     /// key in the engine's memstore, where the later one replaces the earlier.
     pub sub: u32,
     pub value: Vec<u8>,
+    /// A put whose per-cell TTL (`Put::ttl`) has run out for every read of the sequence (SPEC
+    /// §13 rule 7): it is no version at all — it counts toward nothing and shadows no older
+    /// write at its timestamp — and only raw reads may see it, until a flush drops it.
+    pub cell_expired: bool,
 }
 
 /// A cell of a write, before it gets its sequence number.
@@ -64,6 +68,8 @@ pub struct NewCell {
     pub ts: u64,
     pub ty: CellType,
     pub value: Vec<u8>,
+    /// See [`Entry::cell_expired`].
+    pub cell_expired: bool,
 }
 
 /// A compaction (or a purging flush) the sequence ran.
@@ -176,6 +182,7 @@ impl Model {
                 seq,
                 sub: i as u32,
                 value: c.value,
+                cell_expired: c.cell_expired,
             });
         }
         seq
@@ -242,7 +249,7 @@ impl Model {
         let mut winners: BTreeMap<u64, &Entry> = BTreeMap::new();
         for e in view
             .iter()
-            .filter(|e| e.ty == CellType::Put && e.qual == qual)
+            .filter(|e| e.ty == CellType::Put && e.qual == qual && !e.cell_expired)
         {
             match winners.get(&e.ts) {
                 Some(w) if (w.seq, w.sub) > (e.seq, e.sub) => {}
@@ -485,6 +492,7 @@ impl Model {
         }
         self.entries.iter().any(|n| {
             n.ty == CellType::Put
+                && !n.cell_expired
                 && n.fam == p.fam
                 && n.row == p.row
                 && n.qual == p.qual
@@ -527,6 +535,7 @@ impl Model {
                 .iter()
                 .filter(|e| {
                     e.ty == CellType::Put
+                        && !e.cell_expired
                         && e.fam == p.fam
                         && e.row == p.row
                         && e.qual == p.qual
