@@ -1351,6 +1351,7 @@ fn exec_write(
     model: &mut Model,
     op: &Op,
     fams: &[FamSpec],
+    bg_compaction: bool,
 ) -> Result<(), Divergence> {
     let items: Vec<MutSpec> = match op {
         Op::Put(p) => vec![MutSpec::Put(p.clone())],
@@ -1410,18 +1411,48 @@ fn exec_write(
         )));
     }
     eng.last_seq = seq;
-    if !items.iter().any(uses_now) || t0 == t1 {
+    // With background compaction a purge may land between the engine read above and the
+    // write, so the engine may resolve a newest version the read did not see: any version of
+    // the column the model holds, or none. Each choice is tried against the cells stored.
+    let mut choices = vec![newest.clone()];
+    if bg_compaction {
+        for (&(row, f, q), _) in newest.iter() {
+            let mut ts: BTreeSet<Option<u64>> = model
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.ty == CellType::Put
+                        && e.row == ROWS[row].as_bytes()
+                        && e.fam == f
+                        && e.qual == QUALS[q].as_bytes()
+                })
+                .map(|e| Some(e.ts))
+                .collect();
+            ts.insert(None);
+            choices = choices
+                .iter()
+                .flat_map(|c| {
+                    ts.iter().map(move |&t| {
+                        let mut c = c.clone();
+                        c.insert((row, f, q), t);
+                        c
+                    })
+                })
+                .collect();
+        }
+    }
+    if choices.len() == 1 && (!items.iter().any(uses_now) || t0 == t1) {
         let cells = expand(model, &items, t0, &newest);
         model.apply(cells);
         return Ok(());
     }
-    // The engine read its clock somewhere in [t0, t1]: find the instant that explains the
-    // cells it stored (a raw read of the rows written).
+    // The engine read its clock somewhere in [t0, t1]: find the instant (and the newest
+    // versions) that explain the cells it stored (a raw read of the rows written).
     let rows: BTreeSet<usize> = items.iter().map(MutSpec::row).collect();
     let mut last = None;
-    for now in t0..=t1 {
+    for (now, newest) in (t0..=t1).flat_map(|now| choices.iter().map(move |c| (now, c))) {
         let mut m2 = model.clone();
-        let cells = expand(model, &items, now, &newest);
+        let cells = expand(model, &items, now, newest);
         m2.apply(cells);
         let (e, m) = raw_rows(eng, &m2, &rows)?;
         // After a purge (flush or compaction) the raw rows may have lost older cells; the
@@ -1547,7 +1578,7 @@ fn exec(
     let fams = &setup.fams;
     match op {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => {
-            exec_write(eng, model, op, fams)?;
+            exec_write(eng, model, op, fams, setup.bg_compaction)?;
             // With a tiny write buffer a background flush may follow any write, and flushes
             // purge: allow for one after each.
             if FLUSH_PURGES && setup.small_buffer {
