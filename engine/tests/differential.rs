@@ -938,15 +938,17 @@ thread_local! {
 /// classic read may see a purge uncover a put), and with background compaction several may
 /// run in a row; so a mismatch is read again through both paths ([`REREADS`] times, about half
 /// a second in all with background compaction) until the engine settles (a sequence writes
-/// nothing while it reads). Only a mismatch that persists is a divergence: `Err` holds the last
-/// two reads.
+/// nothing while it reads). Only a mismatch that persists is a divergence, `what` it is, with
+/// the last two reads as `show` renders them.
 fn agreeing<T: PartialEq>(
+    what: impl FnOnce() -> String,
+    show: impl Fn(&T) -> Vec<String>,
     mut read: impl FnMut() -> Result<(T, T), Divergence>,
-) -> Result<Result<T, (T, T)>, Divergence> {
+) -> Result<T, Divergence> {
     let mut last = read()?;
     for attempt in 1..=REREADS.get() {
         if last.0 == last.1 {
-            return Ok(Ok(last.0));
+            return Ok(last.0);
         }
         if attempt > 1 {
             std::thread::sleep(std::time::Duration::from_millis(attempt * 2));
@@ -954,27 +956,30 @@ fn agreeing<T: PartialEq>(
         last = read()?;
     }
     if last.0 == last.1 {
-        return Ok(Ok(last.0));
+        return Ok(last.0);
     }
-    Ok(Err(last))
+    Err(Divergence {
+        what: what(),
+        expected: show(&last.0),
+        actual: show(&last.1),
+        ..fail("")
+    })
+}
+
+/// Rows one per line, as `Debug` shows them.
+fn show_rows<R: std::fmt::Debug>(rows: &[R]) -> Vec<String> {
+    rows.iter().map(|r| format!("{r:?}")).collect()
 }
 
 /// A scan through the iterator, which must agree with the same scan streamed by
 /// `Table::scan_each` (borrowed rows, a separate code path for forward scans without filter),
 /// as [`agreeing`] decides.
 fn scan_engine(t: &Table, s: Scan) -> Result<Vec<OutRow>, Divergence> {
-    match agreeing(|| Ok((scan_iter(t, s.clone())?, scan_streamed(t, s.clone())?)))? {
-        Ok(rows) => Ok(rows),
-        Err((out, streamed)) => {
-            let show = |rows: &[OutRow]| rows.iter().map(|r| format!("{r:?}")).collect();
-            Err(Divergence {
-                what: "scan_each differs from the scan iterator".into(),
-                expected: show(&out),
-                actual: show(&streamed),
-                ..fail("")
-            })
-        }
-    }
+    agreeing(
+        || "scan_each differs from the scan iterator".into(),
+        |rows: &Vec<OutRow>| show_rows(rows),
+        || Ok((scan_iter(t, s.clone())?, scan_streamed(t, s.clone())?)),
+    )
 }
 
 /// A Get, which must agree with the same Get through `Table::get_view` (cells packed in one
@@ -989,18 +994,11 @@ fn get_engine(t: &Table, g: &Get) -> Result<Vec<OutRow>, Divergence> {
             None => Vec::new(),
         })
     };
-    match agreeing(|| Ok((get_owned(t, g)?, viewed()?)))? {
-        Ok(rows) => Ok(rows),
-        Err((owned, viewed)) => {
-            let show = |rows: &[OutRow]| rows.iter().map(|r| format!("{r:?}")).collect();
-            Err(Divergence {
-                what: "get_view differs from get".into(),
-                expected: show(&owned),
-                actual: show(&viewed),
-                ..fail("")
-            })
-        }
-    }
+    agreeing(
+        || "get_view differs from get".into(),
+        |rows: &Vec<OutRow>| show_rows(rows),
+        || Ok((get_owned(t, g)?, viewed()?)),
+    )
 }
 
 /// What a read with filter `f` returns, made from the rows of the same read without it (and
@@ -1123,17 +1121,12 @@ fn check_filtered_scan(
         expected.truncate(limit.unwrap_or(usize::MAX));
         Ok((expected, actual))
     };
-    match agreeing(read)? {
-        Ok(_) => Ok(()),
-        Err((expected, actual)) => Err(Divergence {
-            what: format!(
-                "filtered scan differs from the filter applied to the unfiltered scan: {f:?}"
-            ),
-            expected: render_rows(&expected),
-            actual: render_rows(&actual),
-            ..fail("")
-        }),
-    }
+    agreeing(
+        || format!("filtered scan differs from the filter applied to the unfiltered scan: {f:?}"),
+        |rows: &Vec<OutRow>| render_rows(rows),
+        read,
+    )
+    .map(|_| ())
 }
 
 /// A scan in chunks of at most `n` cells (`Scan::batch`) must return the unchunked rows cut
@@ -1170,15 +1163,12 @@ fn check_batched_scan(
         }
         Ok((expected, joined))
     };
-    match agreeing(read)? {
-        Ok(_) => Ok(()),
-        Err((expected, actual)) => Err(Divergence {
-            what: format!("a scan in chunks of {n} cells differs from the scan"),
-            expected: render_rows(&expected),
-            actual: render_rows(&actual),
-            ..fail("")
-        }),
-    }
+    agreeing(
+        || format!("a scan in chunks of {n} cells differs from the scan"),
+        |rows: &Vec<OutRow>| render_rows(rows),
+        read,
+    )
+    .map(|_| ())
 }
 
 /// A filtered Get (through `get`, `get_view` and a `get_many` batch beside the unfiltered Get)
@@ -1196,21 +1186,17 @@ fn check_filtered_get(t: &Table, g: &Get, f: &Filter) -> Result<bool, Divergence
         let expected = (filter_oracle(&all, f), vec![actual.clone(), all]);
         Ok((expected, (actual, batch)))
     };
-    match agreeing(read)? {
-        Ok((rows, _)) => Ok(!rows.is_empty()),
-        Err((expected, actual)) => {
-            let show = |rows: &[Vec<OutRow>]| rows.iter().map(|r| format!("{r:?}")).collect();
-            Err(Divergence {
-                what: format!(
-                    "filtered Get (then a batch of it and the unfiltered Get) differs from the \
-                     filter applied to the unfiltered Get (then from the two Gets): {f:?}"
-                ),
-                expected: [render_rows(&expected.0), show(&expected.1)].concat(),
-                actual: [render_rows(&actual.0), show(&actual.1)].concat(),
-                ..fail("")
-            })
-        }
-    }
+    agreeing(
+        || {
+            format!(
+                "filtered Get (then a batch of it and the unfiltered Get) differs from the \
+                 filter applied to the unfiltered Get (then from the two Gets): {f:?}"
+            )
+        },
+        |seen: &Seen| [render_rows(&seen.0), show_rows(&seen.1)].concat(),
+        read,
+    )
+    .map(|(rows, _)| !rows.is_empty())
 }
 
 /// A batch of Gets, which must agree with the same batch through `Table::get_many_view` (rows
@@ -1241,18 +1227,11 @@ fn get_many_engine(t: &Table, gets: &[Get]) -> Result<Vec<Vec<OutRow>>, Divergen
             .map(|v| v.transpose().map(|v| v.into_iter().collect::<Vec<_>>()))
             .collect()
     };
-    match agreeing(|| Ok((get_many_owned(t, gets)?, viewed()?)))? {
-        Ok(rows) => Ok(rows),
-        Err((owned, viewed)) => {
-            let show = |rows: &[Vec<OutRow>]| rows.iter().map(|r| format!("{r:?}")).collect();
-            Err(Divergence {
-                what: "get_many_view differs from get_many".into(),
-                expected: show(&owned),
-                actual: show(&viewed),
-                ..fail("")
-            })
-        }
-    }
+    agreeing(
+        || "get_many_view differs from get_many".into(),
+        |rows: &Vec<Vec<OutRow>>| show_rows(rows),
+        || Ok((get_many_owned(t, gets)?, viewed()?)),
+    )
 }
 
 fn get_many_owned(t: &Table, gets: &[Get]) -> Result<Vec<Vec<OutRow>>, Divergence> {
@@ -1416,7 +1395,7 @@ fn exec_write(
     // the column the model holds, or none. Each choice is tried against the cells stored.
     let mut choices = vec![newest.clone()];
     if bg_compaction {
-        for (&(row, f, q), _) in newest.iter() {
+        for &(row, f, q) in newest.keys() {
             let mut ts: BTreeSet<Option<u64>> = model
                 .entries
                 .iter()
