@@ -506,7 +506,13 @@ impl DbInner {
         }
         crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
-        if !task.trivial_move {
+        if task.trivial_move {
+            // Readers of older versions reach the moved file through its old entry.
+            let mut st = self.compaction.lock();
+            for f in task.input_files() {
+                st.graveyard.moved(f.clone());
+            }
+        } else {
             let mut st = self.compaction.lock();
             for f in task.input_files() {
                 st.graveyard.bury(f.clone());
