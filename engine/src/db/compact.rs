@@ -347,6 +347,20 @@ impl DbInner {
         self.compaction_cv.notify_all();
     }
 
+    /// Hand the files of dropped tables and families (already out of the current version) to
+    /// the graveyard, and delete those no reader holds: a scan open on a table being dropped
+    /// reads on from its super-version, as it does across a compaction. Their cached blocks
+    /// go now.
+    pub(super) fn retire_files(&self, files: Vec<Arc<FileMeta>>) {
+        let numbers: Vec<FileNumber> = files.iter().map(|f| f.number).collect();
+        self.evict_files(&numbers);
+        let mut st = self.compaction.lock();
+        for f in files {
+            st.graveyard.bury(f);
+        }
+        self.collect_garbage(&mut st);
+    }
+
     /// Delete replaced files that no super-version lists any more. A `FileMeta` is shared by
     /// every version listing it, so when the graveyard's `Arc` is the last one, no reader can
     /// reach the file.

@@ -524,7 +524,7 @@ impl Db {
                 deleted,
             ))
         })?;
-        self.inner.delete_files(&removed);
+        self.inner.retire_files(removed);
         Ok(())
     }
 
@@ -544,7 +544,7 @@ impl Db {
                 deleted,
             ))
         })?;
-        self.inner.delete_files(&removed);
+        self.inner.retire_files(removed);
         Ok(())
     }
 
@@ -853,13 +853,13 @@ impl Table {
     }
 }
 
-fn files_of(state: &ManifestState, families: &[u32]) -> Vec<(u32, u32, FileNumber)> {
+fn files_of(state: &ManifestState, families: &[u32]) -> Vec<Arc<crate::types::FileMeta>> {
     let v = state.current();
     let mut out = Vec::new();
     for &f in families {
         if let Some(levels) = v.levels(f) {
-            for (level, files) in levels.iter().enumerate() {
-                out.extend(files.iter().map(|m| (f, level as u32, m.number)));
+            for files in levels.iter() {
+                out.extend(files.iter().cloned());
             }
         }
     }
@@ -1041,23 +1041,6 @@ impl DbInner {
         let mut sv = self.sv.write();
         *sv = Arc::new(SuperVersion::build(state, Some(&sv)));
         Ok(extra)
-    }
-
-    fn delete_files(&self, files: &[(u32, u32, FileNumber)]) {
-        let mut dirs = Vec::new();
-        let numbers: Vec<FileNumber> = files.iter().map(|&(_, _, n)| n).collect();
-        self.evict_files(&numbers);
-        for &(family, _, number) in files {
-            let p = manifest::hfile_path(&self.dir, family, number);
-            if let Err(e) = self.fs.remove(&p) {
-                tracing::warn!(file = %p.display(), error = %e, "could not delete a dropped file");
-            }
-            dirs.push(manifest::family_dir(&self.dir, family));
-        }
-        dirs.dedup();
-        for d in dirs {
-            let _ = self.fs.sync_dir(&d);
-        }
     }
 
     /// Drop deleted files from the open-file cache and their blocks from the block cache.
