@@ -6,7 +6,9 @@
 //!   are frequent, some at "latest"; one in ten with a per-cell TTL of a day, past for the
 //!   explicit timestamps, ahead for "latest"), every delete kind (version, newest version, column,
 //!   family, family version, whole row with and without a timestamp), single-row mutations and
-//!   cross-row batches, flushes, reopens (drop every handle and `Db::open` the same directory),
+//!   cross-row batches, read-modify-writes (increments, appends, check-and-mutate with
+//!   absent/compare conditions: their results and their written versions must follow from the
+//!   model's newest values, their refusals from values an increment cannot read), flushes, reopens (drop every handle and `Db::open` the same directory),
 //!   snapshots taken and released, Gets, batches of Gets (`get_many`, `get_many_view`) and
 //!   Scans at the latest state or at a snapshot
 //!   (families and columns, version limits, time ranges and exact timestamps, start/stop/prefix
@@ -33,7 +35,10 @@
 //!   from `engine/src/read/filter.rs`, checked on top of reads the model already checks. A
 //!   filtered Get is also read in a `get_many` batch beside the unfiltered one. A fifth of
 //!   the scans are also read in chunks (`Scan::batch`), which joined must give the rows.
-//! - The three engine bugs this test found have a regression test each at the end of the file.
+//! - The three read-path bugs this test found have a regression test each at the end of the
+//!   file; the fourth (a file deleted under an open scan after a trivial move,
+//!   `an_open_scan_keeps_reading_a_file_moved_then_compacted`) has its test in
+//!   `compaction_db.rs`.
 //!
 //! Scale and replay: `CELLAR_DIFF_SEQS` (sequences, default 2000), `CELLAR_DIFF_OPS` (operations
 //! per sequence, default 50), `CELLAR_DIFF_SEED` (run that one seed and print its operations).
@@ -52,12 +57,13 @@ use std::time::Instant;
 use cellar::format::CellType;
 use cellar::types::{now_ms, LATEST_TIMESTAMP};
 use cellar::{
-    BloomType, CompareOp, Db, Delete, FamilyDescriptor, Filter, Get, KeepDeletedCells, Options,
-    Put, Row, RowMutations, Scan, Snapshot, Table, TableDescriptor, WriteBatch, WriteOptions,
+    Append, BloomType, CheckAndMutate, CompareOp, Db, Delete, FamilyDescriptor, Filter, Get,
+    Increment, KeepDeletedCells, Options, Put, Row, RowMutations, Scan, Snapshot, Table,
+    TableDescriptor, WriteBatch, WriteOptions,
 };
 use differential_model::{
-    render_rows, text, Compaction, FamSpec, Model, NewCell, OutCell, OutRow, ReadQ, Selection,
-    TTL_MS,
+    render, render_rows, text, Compaction, FamSpec, Model, NewCell, OutCell, OutRow, ReadQ,
+    Selection, TTL_MS,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -165,6 +171,46 @@ impl MutSpec {
     }
 }
 
+/// A condition of a check-and-mutate on a column (family, qualifier) of its row.
+#[derive(Debug, Clone)]
+enum CondSpec {
+    Absent(usize, usize),
+    /// The newest value `op` the operand.
+    Compare(usize, usize, CompareOp, Vec<u8>),
+}
+
+impl CondSpec {
+    fn column(&self) -> (usize, usize) {
+        match *self {
+            CondSpec::Absent(f, q) | CondSpec::Compare(f, q, ..) => (f, q),
+        }
+    }
+
+    /// Whether it holds when the column's newest visible value is `current` (MISSION rule
+    /// 11; an absent column fails every comparison, `NotEqual` too).
+    fn holds(&self, current: Option<&[u8]>) -> bool {
+        match self {
+            CondSpec::Absent(..) => current.is_none(),
+            CondSpec::Compare(_, _, op, v) => current.is_some_and(|c| op.matches(c, v)),
+        }
+    }
+}
+
+/// An atomic read-modify-write of one row; the columns of each are distinct and in row
+/// order (family, then qualifier), as the engine returns them.
+#[derive(Debug, Clone)]
+enum RmwSpec {
+    /// `Table::increment` by the amounts (0 reads without writing a version).
+    Increment(Vec<(usize, usize, i64)>),
+    /// `Table::append` of the suffixes.
+    Append(Vec<(usize, usize, String)>),
+    /// `Table::check_and_mutate`: the mutations of the row, if every condition holds.
+    Check {
+        conds: Vec<CondSpec>,
+        muts: Vec<MutSpec>,
+    },
+}
+
 #[derive(Debug, Clone)]
 enum SelAct {
     Family(usize),
@@ -207,6 +253,8 @@ enum Op {
     Mutate(Vec<MutSpec>),
     /// `Db::write` of a `WriteBatch` across rows.
     Batch(Vec<MutSpec>),
+    /// An increment, append or check-and-mutate of a row.
+    Rmw(usize, RmwSpec),
     Flush,
     Reopen,
     Snapshot,
@@ -366,6 +414,46 @@ impl Gen<'_> {
             MutSpec::Put(self.put(row))
         } else {
             MutSpec::Delete(self.delete(row))
+        }
+    }
+
+    fn rmw(&mut self, row: usize) -> RmwSpec {
+        let n = if self.rng.random_bool(0.25) { 2 } else { 1 };
+        let mut cols = BTreeSet::new();
+        while cols.len() < n {
+            cols.insert((self.fam(), self.qual()));
+        }
+        match self.rng.random_range(0..3) {
+            0 => RmwSpec::Increment(
+                cols.into_iter()
+                    .map(|(f, q)| (f, q, self.rng.random_range(-2..=5)))
+                    .collect(),
+            ),
+            1 => RmwSpec::Append(
+                cols.into_iter()
+                    .map(|(f, q)| {
+                        self.values += 1;
+                        (f, q, format!("+{}", self.values))
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let conds = cols
+                    .into_iter()
+                    .map(|(f, q)| {
+                        if self.rng.random_bool(0.3) {
+                            CondSpec::Absent(f, q)
+                        } else {
+                            CondSpec::Compare(f, q, self.op_compare(), self.value_operand())
+                        }
+                    })
+                    .collect();
+                let n = self.rng.random_range(1..=2);
+                RmwSpec::Check {
+                    conds,
+                    muts: (0..n).map(|_| self.mutation(row)).collect(),
+                }
+            }
         }
     }
 
@@ -537,9 +625,13 @@ impl Gen<'_> {
 
     fn op(&mut self) -> Op {
         match self.rng.random_range(0..1000) {
-            0..275 => {
+            0..245 => {
                 let r = self.row();
                 Op::Put(self.put(r))
+            }
+            245..275 => {
+                let r = self.row();
+                Op::Rmw(r, self.rmw(r))
             }
             275..420 => {
                 let r = self.row();
@@ -931,6 +1023,17 @@ thread_local! {
     /// How many times [`agreeing`] reads again: a few dozen with background compaction, one
     /// otherwise (a background flush can change a read only once between two reads).
     static REREADS: std::cell::Cell<u64> = const { std::cell::Cell::new(1) };
+    /// Read-modify-writes that wrote, that the engine refused, and that wrote nothing (a
+    /// condition failed, or an increment by 0): the summary shows each path was taken.
+    static RMW_OUTCOMES: std::cell::Cell<[u64; 3]> = const { std::cell::Cell::new([0; 3]) };
+}
+
+fn tally_rmw(outcome: usize) {
+    RMW_OUTCOMES.with(|t| {
+        let mut v = t.get();
+        v[outcome] += 1;
+        t.set(v);
+    });
 }
 
 /// Two reads of one thing through two paths, which must agree. A background flush or
@@ -1336,6 +1439,8 @@ fn exec_write(
         Op::Put(p) => vec![MutSpec::Put(p.clone())],
         Op::Delete(d) => vec![MutSpec::Delete(d.clone())],
         Op::Mutate(ms) | Op::Batch(ms) => ms.clone(),
+        Op::Rmw(_, RmwSpec::Check { muts, .. }) => muts.clone(),
+        Op::Rmw(row, spec) => return exec_rmw(eng, model, *row, spec, fams),
         _ => unreachable!("not a write"),
     };
     // A delete of the newest version takes the timestamp of the newest version the engine
@@ -1359,37 +1464,66 @@ fn exec_write(
             }
         }
     }
+    let row_mutations = |ms: &[MutSpec]| {
+        ms.iter()
+            .fold(RowMutations::new(ROWS[ms[0].row()]), |rm, m| match m {
+                MutSpec::Put(p) => rm.put(put_of(p, fams)),
+                MutSpec::Delete(d) => rm.delete(delete_of(d, fams)),
+            })
+    };
     let t0 = now_ms();
-    let res = match op {
-        Op::Put(p) => eng.t().put(put_of(p, fams)),
-        Op::Delete(d) => eng.t().delete(delete_of(d, fams)),
-        Op::Mutate(ms) => {
-            let rm = ms
-                .iter()
-                .fold(RowMutations::new(ROWS[ms[0].row()]), |rm, m| match m {
-                    MutSpec::Put(p) => rm.put(put_of(p, fams)),
-                    MutSpec::Delete(d) => rm.delete(delete_of(d, fams)),
-                });
-            eng.t().mutate_row(rm, WriteOptions::default())
-        }
+    // Whether the call wrote (a check-and-mutate may not), and its sequence number if it
+    // tells one.
+    let res: cellar::Result<(bool, Option<u64>)> = match op {
+        Op::Put(p) => eng.t().put(put_of(p, fams)).map(|s| (true, Some(s))),
+        Op::Delete(d) => eng.t().delete(delete_of(d, fams)).map(|s| (true, Some(s))),
+        Op::Mutate(ms) => eng
+            .t()
+            .mutate_row(row_mutations(ms), WriteOptions::default())
+            .map(|s| (true, Some(s))),
         Op::Batch(ms) => {
             let b = ms.iter().fold(WriteBatch::new(), |b, m| match m {
                 MutSpec::Put(p) => b.put(TABLE, put_of(p, fams)),
                 MutSpec::Delete(d) => b.delete(TABLE, delete_of(d, fams)),
             });
-            eng.db().write(b, WriteOptions::default())
+            eng.db()
+                .write(b, WriteOptions::default())
+                .map(|s| (true, Some(s)))
+        }
+        Op::Rmw(row, RmwSpec::Check { conds, muts }) => {
+            let cam = conds
+                .iter()
+                .fold(CheckAndMutate::row(ROWS[*row]), |c, cond| match cond {
+                    CondSpec::Absent(f, q) => c.if_absent(&fams[*f].name, QUALS[*q]),
+                    CondSpec::Compare(f, q, op, v) => {
+                        c.if_matches(&fams[*f].name, QUALS[*q], *op, v.clone())
+                    }
+                });
+            eng.t()
+                .check_and_mutate(cam.then(row_mutations(muts)))
+                .map(|written| (written, None))
         }
         _ => unreachable!("not a write"),
     };
     let t1 = now_ms();
-    let seq = res.map_err(|e| engine_err("write", e))?;
-    if seq <= eng.last_seq {
-        return Err(fail(format!(
-            "write got sequence number {seq}, not above the previous {}",
-            eng.last_seq
-        )));
+    let (written, seq) = res.map_err(|e| engine_err("write", e))?;
+    if let Some(seq) = seq {
+        if seq <= eng.last_seq {
+            return Err(fail(format!(
+                "write got sequence number {seq}, not above the previous {}",
+                eng.last_seq
+            )));
+        }
+        eng.last_seq = seq;
     }
-    eng.last_seq = seq;
+    if let Op::Rmw(row, RmwSpec::Check { conds, .. }) = op {
+        check_conditions(model, *row, conds, fams, t0, written)?;
+        if !written {
+            tally_rmw(2);
+            return Ok(());
+        }
+        tally_rmw(0);
+    }
     // With background compaction a purge may land between the engine read above and the
     // write, so the engine may resolve a newest version the read did not see: any version of
     // the column the model holds, or none. Each choice is tried against the cells stored.
@@ -1452,6 +1586,241 @@ fn exec_write(
         expected: render_rows(&m),
         actual: render_rows(&e),
     })
+}
+
+/// The newest versions (timestamp, value) a read-modify-write of a column may find: the
+/// model's; and in a classic family after a purge, where the engine may legally see another
+/// (a trimmed or uncovered version, as for a delete of the newest version), also any put of
+/// the column the model holds, or none. The model's is first.
+fn current_candidates(
+    model: &Model,
+    row: usize,
+    (f, q): (usize, usize),
+    fams: &[FamSpec],
+    now: u64,
+) -> Vec<Option<(u64, Vec<u8>)>> {
+    let key = ROWS[row].as_bytes();
+    let qual = QUALS[q].as_bytes();
+    let mut out = vec![model
+        .newest(key, f, qual, model.seq, now)
+        .map(|c| (c.ts, c.value))];
+    if !fams[f].nvb && model.compactions_of_family(f) {
+        out.extend(
+            model
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.ty == CellType::Put
+                        && !e.cell_expired
+                        && e.row == key
+                        && e.fam == f
+                        && e.qual == qual
+                })
+                .map(|e| Some((e.ts, e.value.clone()))),
+        );
+        out.push(None);
+    }
+    out
+}
+
+/// The model's newest value of each column, for a divergence report.
+fn show_current(model: &Model, row: usize, cols: &[(usize, usize)], now: u64) -> Vec<String> {
+    cols.iter()
+        .map(|&(f, q)| {
+            match model.newest(ROWS[row].as_bytes(), f, QUALS[q].as_bytes(), model.seq, now) {
+                Some(c) => render(&c),
+                None => format!("{}/{}:{} absent", ROWS[row], model.fams[f].name, QUALS[q]),
+            }
+        })
+        .collect()
+}
+
+/// A check-and-mutate wrote (`written`) or not: its conditions, read from the newest values
+/// before it, must allow that.
+fn check_conditions(
+    model: &Model,
+    row: usize,
+    conds: &[CondSpec],
+    fams: &[FamSpec],
+    now: u64,
+    written: bool,
+) -> Result<(), Divergence> {
+    let cands: Vec<_> = conds
+        .iter()
+        .map(|c| current_candidates(model, row, c.column(), fams, now))
+        .collect();
+    let can_be = |c: &CondSpec, cs: &[Option<(u64, Vec<u8>)>], want: bool| {
+        cs.iter()
+            .any(|v| c.holds(v.as_ref().map(|v| v.1.as_slice())) == want)
+    };
+    // The generator gives each condition its own column, so they vary independently.
+    let explained = if written {
+        conds.iter().zip(&cands).all(|(c, cs)| can_be(c, cs, true))
+    } else {
+        conds.iter().zip(&cands).any(|(c, cs)| can_be(c, cs, false))
+    };
+    if explained {
+        return Ok(());
+    }
+    let cols: Vec<_> = conds.iter().map(CondSpec::column).collect();
+    Err(Divergence {
+        op_index: 0,
+        what: format!(
+            "check-and-mutate {} though the newest values make its conditions {}",
+            if written { "wrote" } else { "did not write" },
+            if written { "fail" } else { "hold" }
+        ),
+        expected: show_current(model, row, &cols, now),
+        actual: Vec::new(),
+    })
+}
+
+/// An increment or append: the engine's new values must follow from the newest values before
+/// it (MISSION rule 11), each written column's version at `max(now, previous + 1)` (see
+/// `engine/src/db/rmw.rs`), and an error only where some column's value cannot be computed
+/// (an increment of a value that is not 8 bytes). The model then takes the versions written.
+fn exec_rmw(
+    eng: &Engine,
+    model: &mut Model,
+    row: usize,
+    spec: &RmwSpec,
+    fams: &[FamSpec],
+) -> Result<(), Divergence> {
+    let key = ROWS[row];
+    let cols: Vec<(usize, usize)> = match spec {
+        RmwSpec::Increment(c) => c.iter().map(|&(f, q, _)| (f, q)).collect(),
+        RmwSpec::Append(c) => c.iter().map(|&(f, q, _)| (f, q)).collect(),
+        RmwSpec::Check { .. } => unreachable!("check-and-mutate is a write"),
+    };
+    // Column `i`'s new value from its current one, and whether it is written; `None` when
+    // the engine must refuse.
+    let compute = |i: usize, cur: Option<&[u8]>| -> Option<(Vec<u8>, bool)> {
+        match spec {
+            RmwSpec::Increment(c) => {
+                let old = match cur {
+                    None => 0,
+                    Some(v) => i64::from_be_bytes(v.try_into().ok()?),
+                };
+                let amount = c[i].2;
+                Some((old.checked_add(amount)?.to_be_bytes().to_vec(), amount != 0))
+            }
+            RmwSpec::Append(c) => {
+                let mut v = cur.unwrap_or_default().to_vec();
+                v.extend_from_slice(c[i].2.as_bytes());
+                Some((v, true))
+            }
+            RmwSpec::Check { .. } => None,
+        }
+    };
+    let t0 = now_ms();
+    let res = match spec {
+        RmwSpec::Increment(c) => {
+            eng.t()
+                .increment(c.iter().fold(Increment::new(key), |inc, &(f, q, a)| {
+                    inc.add(&fams[f].name, QUALS[q], a)
+                }))
+        }
+        RmwSpec::Append(c) => eng
+            .t()
+            .append(c.iter().fold(Append::new(key), |app, (f, q, s)| {
+                app.add(&fams[*f].name, QUALS[*q], s.as_bytes())
+            })),
+        RmwSpec::Check { .. } => unreachable!("check-and-mutate is a write"),
+    };
+    let t1 = now_ms();
+    let cands: Vec<_> = cols
+        .iter()
+        .map(|&c| current_candidates(model, row, c, fams, t0))
+        .collect();
+    let value_of = |c: &Option<(u64, Vec<u8>)>| c.as_ref().map(|c| c.1.clone());
+    let row_result = match res {
+        Err(cellar::Error::InvalidArgument(msg)) => {
+            let refusable = cands.iter().enumerate().any(|(i, cs)| {
+                cs.iter()
+                    .any(|c| compute(i, value_of(c).as_deref()).is_none())
+            });
+            if refusable {
+                tally_rmw(1);
+                return Ok(());
+            }
+            return Err(Divergence {
+                op_index: 0,
+                what: format!("read-modify-write refused ({msg}) values it can compute"),
+                expected: show_current(model, row, &cols, t0),
+                actual: Vec::new(),
+            });
+        }
+        Err(e) => return Err(engine_err("read-modify-write", e)),
+        Ok(r) => r,
+    };
+    let got = out_cells(&row_result)?;
+    let mismatch = |what: String| Divergence {
+        op_index: 0,
+        what,
+        expected: show_current(model, row, &cols, t0),
+        actual: got.iter().map(render).collect(),
+    };
+    if got.len() != cols.len() {
+        return Err(mismatch(format!(
+            "read-modify-write of {} columns returned {} cells",
+            cols.len(),
+            got.len()
+        )));
+    }
+    let mut cells = Vec::new();
+    for (i, (&(f, q), cell)) in cols.iter().zip(&got).enumerate() {
+        if cell.family != fams[f].name || cell.qual != QUALS[q].as_bytes() {
+            return Err(mismatch(format!(
+                "read-modify-write cell {i} is not of column {}:{}",
+                fams[f].name, QUALS[q]
+            )));
+        }
+        let mut written = None;
+        for c in &cands[i] {
+            let Some((value, write)) = compute(i, value_of(c).as_deref()) else {
+                continue;
+            };
+            let prev = c.as_ref().map(|c| c.0);
+            let in_clock = (t0..=t1).contains(&cell.ts);
+            // A version written at max(now, prev + 1) for some now in [t0, t1]; one not
+            // written reports the version read (or the clock when there was none).
+            let ts_ok = match (write, prev) {
+                (true, None) | (false, None) => in_clock,
+                (true, Some(p)) => (cell.ts == p + 1 && p + 1 >= t0) || (in_clock && cell.ts > p),
+                (false, Some(p)) => cell.ts == p,
+            };
+            if value == cell.value && cell.ty == CellType::Put && ts_ok {
+                written = Some(write);
+                break;
+            }
+        }
+        match written {
+            None => {
+                return Err(mismatch(format!(
+                    "read-modify-write's new value or timestamp of {}:{} does not follow \
+                     from the newest version before it (clock [{t0}, {t1}])",
+                    fams[f].name, QUALS[q]
+                )))
+            }
+            Some(true) => cells.push(NewCell {
+                row: key.as_bytes().to_vec(),
+                fam: f,
+                qual: QUALS[q].as_bytes().to_vec(),
+                ts: cell.ts,
+                ty: CellType::Put,
+                value: cell.value.clone(),
+                cell_expired: false,
+            }),
+            Some(false) => {}
+        }
+    }
+    if cells.is_empty() {
+        tally_rmw(2);
+    } else {
+        model.apply(cells);
+        tally_rmw(0);
+    }
+    Ok(())
 }
 
 fn read_q(r: &ReadSpec, read_point: u64, raw: bool) -> ReadQ {
@@ -1556,7 +1925,7 @@ fn exec(
 ) -> Result<Outcome, Divergence> {
     let fams = &setup.fams;
     match op {
-        Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => {
+        Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) | Op::Rmw(..) => {
             exec_write(eng, model, op, fams, setup.bg_compaction)?;
             // With a tiny write buffer a background flush may follow any write, and flushes
             // purge: allow for one after each.
@@ -1835,6 +2204,7 @@ impl Timing {
 fn kind(op: &Op) -> &'static str {
     match op {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => "write",
+        Op::Rmw(..) => "rmw",
         Op::Flush => "flush",
         Op::Reopen => "reopen",
         Op::Snapshot | Op::Release(_) => "snapshot",
@@ -1960,6 +2330,8 @@ fn run_many(base: u64, seqs: u64, ops: usize) {
         "  reads compared: {} ({} expecting cells)",
         timing.compared, timing.non_empty
     );
+    let [wrote, refused, nothing] = RMW_OUTCOMES.get();
+    eprintln!("  read-modify-writes: {wrote} wrote, {refused} refused, {nothing} wrote nothing");
     for (k, (n, d)) in &timing.by_kind {
         eprintln!(
             "  {k:>8}: {n:>7} in {d:>10.1?} ({:.2?} each)",

@@ -398,6 +398,19 @@ impl Model {
     /// Rule 4 / §13: the timestamp a delete of the newest version takes — the newest version a
     /// plain Get of the column returns at `rp`, or `None` (the write then uses its "now").
     pub fn newest_ts(&self, row: &[u8], fam: usize, qual: &[u8], rp: u64, now: u64) -> Option<u64> {
+        self.newest(row, fam, qual, rp, now).map(|c| c.ts)
+    }
+
+    /// The newest visible version of a column, as a plain Get of it returns it at `rp`: what
+    /// increments, appends and check-and-mutate conditions read (MISSION rule 11).
+    pub fn newest(
+        &self,
+        row: &[u8],
+        fam: usize,
+        qual: &[u8],
+        rp: u64,
+        now: u64,
+    ) -> Option<OutCell> {
         let q = ReadQ {
             selection: Selection::new(),
             max_versions: 1,
@@ -408,8 +421,8 @@ impl Model {
         };
         let cols: BTreeSet<Vec<u8>> = [qual.to_vec()].into();
         self.read_family(row, fam, Some(&cols), &q)
-            .first()
-            .map(|c| c.ts)
+            .into_iter()
+            .next()
     }
 
     fn fam_index(&self, name: &str) -> Option<usize> {
