@@ -439,6 +439,89 @@ fn concurrent_reads_writes_flushes_and_compactions_keep_rows_whole() {
     assert!(db.stats().compaction.by_reason.values().sum::<u64>() > 0);
 }
 
+/// Slow scans held open across flushes, trivial moves and compactions, which replace the
+/// files their super-versions list (moved files included): every scan reads on to its end
+/// without an error and sees a consistent prefix of an in-order writer's rows. Sequential
+/// keys make flushes that overlap nothing, so L0 files are moved down; a second writer's
+/// random overwrites and the test thread's major compactions then rewrite them.
+#[test]
+fn slow_scans_read_on_across_moves_and_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small_opts(1).write_buffer_size(32 << 10);
+    o.compaction.level0_file_num_compaction_trigger = 1;
+    o.compaction.target_file_size = 32 << 10;
+    let db = open_table(dir.path(), o, FamilyDescriptor::new("f").max_versions(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Rows `seq-0..acked` of the in-order writer are acknowledged.
+    let acked = Arc::new(AtomicU64::new(0));
+    let mut hs = Vec::new();
+    {
+        let (db, stop, acked) = (db.clone(), stop.clone(), acked.clone());
+        hs.push(std::thread::spawn(move || {
+            let t = db.table("t").unwrap();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                t.put(Put::new(format!("seq-{i:08}")).add("f", "q", value(i, 0)))
+                    .unwrap();
+                i += 1;
+                acked.store(i, Ordering::Release);
+            }
+        }));
+    }
+    {
+        let (db, stop) = (db.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || {
+            let t = db.table("t").unwrap();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                t.put(Put::new(key(i % 500)).add("f", "q", value(i, 1)))
+                    .unwrap();
+                i += 1;
+                if i % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }));
+    }
+    let scans = Arc::new(AtomicU64::new(0));
+    for _ in 0..2 {
+        let (db, stop, acked, scans) = (db.clone(), stop.clone(), acked.clone(), scans.clone());
+        hs.push(std::thread::spawn(move || {
+            let t = db.table("t").unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let floor = acked.load(Ordering::Acquire);
+                let scan = t
+                    .scan(Scan::new().start_row("seq-").stop_row("seq."))
+                    .unwrap();
+                let mut n = 0u64;
+                for r in scan {
+                    let r = r.unwrap_or_else(|e| panic!("scan failed at row {n}: {e}"));
+                    assert_eq!(r.key, format!("seq-{n:08}").into_bytes(), "a gap");
+                    n += 1;
+                    if n % 100 == 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                assert!(n >= floor, "{n} rows, {floor} acknowledged before the scan");
+                scans.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        db.major_compact("t", None).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let c = db.stats().compaction;
+    assert!(c.trivial_moves > 0, "no trivial move: {c:?}");
+    assert!(scans.load(Ordering::Relaxed) > 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // SIGKILL in the middle of compaction
 // ---------------------------------------------------------------------------------------
