@@ -484,24 +484,35 @@ fn slow_scans_read_on_across_moves_and_compactions() {
         }));
     }
     let scans = Arc::new(AtomicU64::new(0));
-    for _ in 0..2 {
+    // One reader scans forward, one in reverse (from the last row down, through the
+    // backward paths of the file iterators).
+    for reversed in [false, true] {
         let (db, stop, acked, scans) = (db.clone(), stop.clone(), acked.clone(), scans.clone());
         hs.push(std::thread::spawn(move || {
             let t = db.table("t").unwrap();
             while !stop.load(Ordering::Relaxed) {
                 let floor = acked.load(Ordering::Acquire);
-                let scan = t
-                    .scan(Scan::new().start_row("seq-").stop_row("seq."))
-                    .unwrap();
-                let mut n = 0u64;
-                for r in scan {
+                let scan = if reversed {
+                    Scan::new().start_row("seq.").stop_row("seq-").reversed()
+                } else {
+                    Scan::new().start_row("seq-").stop_row("seq.")
+                };
+                let mut keys = Vec::new();
+                for r in t.scan(scan).unwrap() {
+                    let n = keys.len();
                     let r = r.unwrap_or_else(|e| panic!("scan failed at row {n}: {e}"));
-                    assert_eq!(r.key, format!("seq-{n:08}").into_bytes(), "a gap");
-                    n += 1;
-                    if n % 100 == 0 {
+                    keys.push(r.key);
+                    if n % 100 == 99 {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
+                if reversed {
+                    keys.reverse();
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    assert_eq!(*k, format!("seq-{i:08}").into_bytes(), "a gap");
+                }
+                let n = keys.len() as u64;
                 assert!(n >= floor, "{n} rows, {floor} acknowledged before the scan");
                 scans.fetch_add(1, Ordering::Relaxed);
             }
