@@ -12,13 +12,17 @@
 //!   snapshots taken and released, Gets, batches of Gets (`get_many`, `get_many_view`) and
 //!   Scans at the latest state or at a snapshot
 //!   (families and columns, version limits, time ranges and exact timestamps, start/stop/prefix
-//!   bounds, inclusive stop, limits, raw, reversed). Every sequence ends with a full scan of all versions
+//!   bounds, inclusive stop, limits, raw, reversed). A quarter of the plain scans are held:
+//!   opened at one op and read at a later one (or before a reopen, or at the end), and must
+//!   return what the model held when they were opened, across the writes, flushes, trivial
+//!   moves and compactions in between. Every sequence ends with a full scan of all versions
 //!   and a raw scan.
 //! - Settings drawn per sequence for each of 1–3 families: VERSIONS 1–4, MIN_VERSIONS 0–1,
 //!   KEEP_DELETED_CELLS FALSE/TRUE/TTL, NEW_VERSION_BEHAVIOR on/off, bloom NONE/ROW/ROWCOL, and a TTL
 //!   of one day on some: explicit timestamps (1..=10) are then always expired and "latest" ones
 //!   never, so TTL and MIN_VERSIONS are exercised without a boundary the clock could cross.
-//!   One sequence in ten uses a tiny write buffer so background flushes land at arbitrary points
+//!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
+//!   level), the others at two. One sequence in ten uses a tiny write buffer so background flushes land at arbitrary points
 //!   (those replays are not bit-for-bit repeatable; every other sequence is). Sequences run on
 //!   the engine's in-memory `SimFs`, one in a hundred on a real temporary directory.
 //! - NEW_VERSION_BEHAVIOR families must equal the model at every read, whatever flushes,
@@ -117,6 +121,9 @@ struct Setup {
     bg_compaction: bool,
     /// On a real temporary directory instead of the in-memory file system.
     real_disk: bool,
+    /// One L0 file makes a compaction due (else two): a lone flush output with nothing
+    /// below it is then moved down a level rather than rewritten (a trivial move).
+    l0_trigger_one: bool,
 }
 
 /// One cell of a put: family, qualifier, timestamp (`None`: latest), value.
@@ -160,6 +167,34 @@ struct DelSpec {
 enum MutSpec {
     Put(PutSpec),
     Delete(DelSpec),
+}
+
+impl Op {
+    /// A scan without filter and chunks made held when `held`; anything else as it is.
+    fn held_or_not(self, held: bool) -> Op {
+        match self {
+            Op::Scan {
+                bounds,
+                limit,
+                raw,
+                read,
+                reversed,
+                filter: None,
+                batch: None,
+                ..
+            } => Op::Scan {
+                bounds,
+                limit,
+                raw,
+                read,
+                reversed,
+                filter: None,
+                batch: None,
+                held,
+            },
+            op => op,
+        }
+    }
 }
 
 impl MutSpec {
@@ -280,7 +315,14 @@ enum Op {
         /// Also read the scan in chunks of at most this many cells (`Scan::batch`), which
         /// joined must give the unchunked rows.
         batch: Option<usize>,
+        /// Only open the scan now (its iterator holds the super-version it starts with) and
+        /// read it at a later [`Op::FinishHeld`]: it must then return what the model held
+        /// now, whatever writes, flushes and compactions happened in between. (Never with
+        /// `filter` or `batch`.)
+        held: bool,
     },
+    /// Read the oldest held scan to its end and compare it.
+    FinishHeld,
     /// `Db::major_compact` of one family or all.
     MajorCompact {
         family: Option<usize>,
@@ -323,6 +365,7 @@ fn gen_setup(rng: &mut StdRng) -> Setup {
         small_buffer,
         bg_compaction: small_buffer && rng.random_bool(0.5),
         real_disk: rng.random_bool(0.01),
+        l0_trigger_one: rng.random_bool(0.5),
     }
 }
 
@@ -534,7 +577,9 @@ impl Gen<'_> {
                 .rng
                 .random_bool(0.2)
                 .then(|| self.rng.random_range(1..=3)),
+            held: false,
         }
+        .held_or_not(self.rng.random_bool(0.25))
     }
 
     fn op_compare(&mut self) -> CompareOp {
@@ -674,7 +719,8 @@ impl Gen<'_> {
             870..920 => Op::Flush,
             // About one op in forty: a reopen replays the WAL and costs an open.
             920..945 => Op::Reopen,
-            945..975 => Op::Snapshot,
+            945..962 => Op::Snapshot,
+            962..975 => Op::FinishHeld,
             975..990 => Op::Release(self.rng.random_range(0..8)),
             _ => {
                 if !COMPACTION_AVAILABLE {
@@ -714,6 +760,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
         reversed: false,
         filter: None,
         batch: None,
+        held: false,
     };
     ops.push(full(false));
     ops.push(full(true));
@@ -734,6 +781,22 @@ struct Engine {
     /// Live snapshots with the model sequence number each one sees.
     snaps: Vec<(Snapshot, u64)>,
     last_seq: u64,
+    /// Held scans, oldest first.
+    held: std::collections::VecDeque<HeldScan>,
+    /// Index of the operation running (for held scans' reports).
+    op_index: usize,
+}
+
+/// A scan opened and not read yet (see `Op::Scan::held`), with what it must return: the
+/// model as it was when the scan was opened, and the read.
+struct HeldScan {
+    iter: cellar::ScanIter,
+    model: Model,
+    q: ReadQ,
+    in_bounds: RowFilter,
+    limit: Option<usize>,
+    reversed: bool,
+    opened_at: usize,
 }
 
 /// Where and how the engine disagreed with the model.
@@ -765,7 +828,8 @@ impl Engine {
         // mode they change results, and the model must know where they ran.
         opts.compaction.threads = 0;
         // Two L0 files make a compaction due, so `Op::Compact` often has work.
-        opts.compaction.level0_file_num_compaction_trigger = 2;
+        opts.compaction.level0_file_num_compaction_trigger =
+            if setup.l0_trigger_one { 1 } else { 2 };
         // A sequence writes a few KiB: small WAL segments, because each one is preallocated
         // (zero-filled memory on `SimFs`, where the default 64 MiB costs seconds per open).
         opts.wal.segment_size = 64 << 10;
@@ -818,6 +882,8 @@ impl Engine {
             t: Some(t),
             snaps: Vec::new(),
             last_seq: 0,
+            held: std::collections::VecDeque::new(),
+            op_index: 0,
         })
     }
 
@@ -831,6 +897,10 @@ impl Engine {
 
     fn reopen(&mut self) -> Result<(), Divergence> {
         // Every handle holds the engine: all go before the directory can be opened again.
+        // Held scans are read first, as a reopen would end them.
+        while !self.held.is_empty() {
+            finish_held(self)?;
+        }
         self.snaps.clear();
         self.t = None;
         self.db = None;
@@ -1917,6 +1987,43 @@ fn compare_in_order(
 /// Which row keys a scan covers, as the model decides it (independently of `Scan`'s own).
 type RowFilter = Box<dyn Fn(&[u8]) -> bool>;
 
+/// Read the oldest held scan to its end and compare it with the model it was opened on.
+fn finish_held(eng: &mut Engine) -> Result<Outcome, Divergence> {
+    let Some(h) = eng.held.pop_front() else {
+        return Ok(Outcome::Done);
+    };
+    let opened_at = h.opened_at;
+    let mut actual = Vec::new();
+    for r in h.iter {
+        let r = r.map_err(|e| engine_err(&format!("held scan (opened at op {opened_at})"), e))?;
+        actual.push((r.key.clone(), out_cells(&r)?));
+    }
+    let mut all = h.model.scan(&h.in_bounds, None, &h.q);
+    if h.reversed {
+        all.reverse();
+    }
+    let expected: Vec<OutRow> = all
+        .iter()
+        .take(h.limit.unwrap_or(usize::MAX))
+        .cloned()
+        .collect();
+    let non_empty = !expected.is_empty();
+    compare_in_order(
+        &h.model,
+        &h.q,
+        h.limit,
+        expected,
+        || all,
+        actual,
+        h.reversed,
+    )
+    .map_err(|mut d| {
+        d.what = format!("held scan opened at op {opened_at}: {}", d.what);
+        d
+    })?;
+    Ok(Outcome::Compared { non_empty })
+}
+
 fn exec(
     eng: &mut Engine,
     model: &mut Model,
@@ -1970,6 +2077,7 @@ fn exec(
                 });
             }
         }
+        Op::FinishHeld => return finish_held(eng),
         Op::Snapshot => {
             let s = eng.db().snapshot();
             eng.snaps.push((s, model.seq));
@@ -2074,6 +2182,7 @@ fn exec(
             reversed,
             filter,
             batch,
+            held,
         } => {
             let snap = eng.snapshot(read.snapshot);
             let rp = snap.map_or(model.seq, |s| s.1);
@@ -2144,6 +2253,20 @@ fn exec(
             if let Some(l) = limit {
                 s = s.limit(*l);
             }
+            if *held {
+                let iter = eng.t().scan(s).map_err(|e| engine_err("scan", e))?;
+                let opened_at = eng.op_index;
+                eng.held.push_back(HeldScan {
+                    iter,
+                    model: model.clone(),
+                    q,
+                    in_bounds,
+                    limit: *limit,
+                    reversed: *reversed,
+                    opened_at,
+                });
+                return Ok(Outcome::Done);
+            }
             if *reversed {
                 let actual = scan_engine(eng.t(), s)?;
                 let mut all = model.scan(&in_bounds, None, &q);
@@ -2211,6 +2334,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Get(..) => "get",
         Op::GetMany(..) => "get_many",
         Op::GetFiltered(..) => "get_filtered",
+        Op::Scan { held: true, .. } | Op::FinishHeld => "held_scan",
         Op::Scan { .. } => "scan",
         Op::MajorCompact { .. } | Op::Compact => "compact",
     }
@@ -2225,6 +2349,7 @@ fn run(setup: &Setup, ops: &[Op], timing: &mut Timing) -> Result<(), Divergence>
     timing.add("open", started.elapsed());
     for (i, op) in ops.iter().enumerate() {
         let started = Instant::now();
+        eng.op_index = i;
         let outcome = exec(&mut eng, &mut model, op, setup).map_err(|mut d| {
             d.op_index = i;
             d
@@ -2236,6 +2361,19 @@ fn run(setup: &Setup, ops: &[Op], timing: &mut Timing) -> Result<(), Divergence>
                 timing.compared += 1;
                 timing.non_empty += u64::from(non_empty);
             }
+        }
+    }
+    // Held scans still open are read at the end (and a failure is the last op's).
+    while !eng.held.is_empty() {
+        let started = Instant::now();
+        let outcome = finish_held(&mut eng).map_err(|mut d| {
+            d.op_index = ops.len().saturating_sub(1);
+            d
+        })?;
+        timing.add("held_scan", started.elapsed());
+        if let Outcome::Compared { non_empty } = outcome {
+            timing.compared += 1;
+            timing.non_empty += u64::from(non_empty);
         }
     }
     let started = Instant::now();
