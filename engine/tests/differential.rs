@@ -8,7 +8,8 @@
 //!   family, family version, whole row with and without a timestamp), single-row mutations and
 //!   cross-row batches, read-modify-writes (increments, appends, check-and-mutate with
 //!   absent/compare conditions: their results and their written versions must follow from the
-//!   model's newest values, their refusals from values an increment cannot read), flushes, reopens (drop every handle and `Db::open` the same directory),
+//!   model's newest values, their refusals from values an increment cannot read), flushes,
+//!   reopens (drop every handle and `Db::open` the same directory),
 //!   snapshots taken and released, Gets, batches of Gets (`get_many`, `get_many_view`) and
 //!   Scans at the latest state or at a snapshot
 //!   (families and columns, version limits, time ranges and exact timestamps, start/stop/prefix
@@ -24,7 +25,8 @@
 //!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
 //!   level), the others at two. Settings that change no result vary the read paths: BLOCKSIZE
 //!   1 KiB with padded values in half (files of several blocks), LZ4, the block cache off or
-//!   tiny, at most two files open. One sequence in ten uses a tiny write buffer so background flushes land at arbitrary points
+//!   tiny, at most two files open. One sequence in ten uses a tiny write buffer so background
+//!   flushes land at arbitrary points
 //!   (those replays are not bit-for-bit repeatable; every other sequence is). Sequences run on
 //!   the engine's in-memory `SimFs`, one in a hundred on a real temporary directory.
 //! - NEW_VERSION_BEHAVIOR families must equal the model at every read, whatever flushes,
@@ -128,8 +130,9 @@ struct Setup {
     l0_trigger_one: bool,
     /// Storage settings that change no result, only the paths reads take: BLOCKSIZE 1 KiB
     /// (the minimum) with put values padded to 70 bytes or so (files of several data blocks,
-    /// so seeks, steps and reversed reads cross block boundaries), LZ4, and the block cache off, tiny (a few blocks: constant
-    /// eviction) or default, with at most two files open (the open-file cache evicting).
+    /// so seeks, steps and reversed reads cross block boundaries), LZ4, and the block cache
+    /// off, tiny (a few blocks: constant eviction) or default, with at most two files open
+    /// (the open-file cache evicting).
     small_blocks: bool,
     lz4: bool,
     cache: CacheSetting,
@@ -184,34 +187,6 @@ struct DelSpec {
 enum MutSpec {
     Put(PutSpec),
     Delete(DelSpec),
-}
-
-impl Op {
-    /// A scan without filter and chunks made held when `held`; anything else as it is.
-    fn held_or_not(self, held: bool) -> Op {
-        match self {
-            Op::Scan {
-                bounds,
-                limit,
-                raw,
-                read,
-                reversed,
-                filter: None,
-                batch: None,
-                ..
-            } => Op::Scan {
-                bounds,
-                limit,
-                raw,
-                read,
-                reversed,
-                filter: None,
-                batch: None,
-                held,
-            },
-            op => op,
-        }
-    }
 }
 
 impl MutSpec {
@@ -596,20 +571,22 @@ impl Gen<'_> {
         let raw = self.rng.random_bool(0.2);
         let read = self.read();
         let reversed = self.rng.random_bool(0.25);
+        let filter = self.rng.random_bool(0.3).then(|| self.filter(0));
+        let batch = self
+            .rng
+            .random_bool(0.2)
+            .then(|| self.rng.random_range(1..=3));
+        let held = self.rng.random_bool(0.25) && filter.is_none() && batch.is_none();
         Op::Scan {
             bounds,
             limit,
             raw,
             read,
             reversed,
-            filter: self.rng.random_bool(0.3).then(|| self.filter(0)),
-            batch: self
-                .rng
-                .random_bool(0.2)
-                .then(|| self.rng.random_range(1..=3)),
-            held: false,
+            filter,
+            batch,
+            held,
         }
-        .held_or_not(self.rng.random_bool(0.25))
     }
 
     fn op_compare(&mut self) -> CompareOp {
@@ -1143,6 +1120,11 @@ thread_local! {
     static RMW_OUTCOMES: std::cell::Cell<[u64; 3]> = const { std::cell::Cell::new([0; 3]) };
 }
 
+/// Indices of [`RMW_OUTCOMES`].
+const RMW_WROTE: usize = 0;
+const RMW_REFUSED: usize = 1;
+const RMW_WROTE_NOTHING: usize = 2;
+
 fn tally_rmw(outcome: usize) {
     RMW_OUTCOMES.with(|t| {
         let mut v = t.get();
@@ -1634,10 +1616,10 @@ fn exec_write(
     if let Op::Rmw(row, RmwSpec::Check { conds, .. }) = op {
         check_conditions(model, *row, conds, fams, t0, written)?;
         if !written {
-            tally_rmw(2);
+            tally_rmw(RMW_WROTE_NOTHING);
             return Ok(());
         }
-        tally_rmw(0);
+        tally_rmw(RMW_WROTE);
     }
     // With background compaction a purge may land between the engine read above and the
     // write, so the engine may resolve a newest version the read did not see: any version of
@@ -1871,7 +1853,7 @@ fn exec_rmw(
                     .any(|c| compute(i, value_of(c).as_deref()).is_none())
             });
             if refusable {
-                tally_rmw(1);
+                tally_rmw(RMW_REFUSED);
                 return Ok(());
             }
             return Err(Divergence {
@@ -1946,10 +1928,10 @@ fn exec_rmw(
         }
     }
     if cells.is_empty() {
-        tally_rmw(2);
+        tally_rmw(RMW_WROTE_NOTHING);
     } else {
         model.apply(cells);
-        tally_rmw(0);
+        tally_rmw(RMW_WROTE);
     }
     Ok(())
 }

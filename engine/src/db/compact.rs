@@ -521,7 +521,9 @@ impl DbInner {
         crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
         if task.trivial_move {
-            // Readers of older versions reach the moved file through its old entry.
+            // Readers of older versions reach the moved file through its old entry. (No other
+            // task can replace the moved file before this line: its number stays busy until
+            // this task finishes.)
             let mut st = self.compaction.lock();
             for f in task.input_files() {
                 st.graveyard.moved(f.clone());
