@@ -517,18 +517,22 @@ impl DbInner {
             let mut next = SuperVersion::build(state, Some(&current));
             next.purge_horizon = next.purge_horizon.max(purge_horizon);
             *self.sv.write() = Arc::new(next);
+            if task.trivial_move {
+                // Readers of older versions reach the moved file through its old entry.
+                // Registered before the manifest lock goes: a drop of the table (which takes
+                // it) could otherwise retire the file's new entry first. A compaction cannot:
+                // the file's number stays busy until this task finishes. (Lock order:
+                // manifest, then compaction; nothing holding the compaction lock takes the
+                // manifest or the switch gate.)
+                let mut st = self.compaction.lock();
+                for f in task.input_files() {
+                    st.graveyard.moved(f.clone());
+                }
+            }
         }
         crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
-        if task.trivial_move {
-            // Readers of older versions reach the moved file through its old entry. (No other
-            // task can replace the moved file before this line: its number stays busy until
-            // this task finishes.)
-            let mut st = self.compaction.lock();
-            for f in task.input_files() {
-                st.graveyard.moved(f.clone());
-            }
-        } else {
+        if !task.trivial_move {
             let mut st = self.compaction.lock();
             for f in task.input_files() {
                 st.graveyard.bury(f.clone());
