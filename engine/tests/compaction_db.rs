@@ -251,6 +251,20 @@ fn snapshots_keep_what_they_see_through_major_compaction() {
     assert_eq!(raw, vec!["r/f:q@2=new"]);
 }
 
+/// The rest of a scan of all 2000 rows whose `first` row came before generation 1 was
+/// written: every row is read, and all of generation 0.
+fn assert_rest_from_before(first: Row, scan: &mut cellar::ScanIter) {
+    let rest: Vec<Row> = scan.by_ref().collect::<Result<_, _>>().unwrap();
+    assert_eq!(rest.len() + 1, 2000);
+    for r in std::iter::once(&first).chain(rest.iter()) {
+        let v = String::from_utf8_lossy(r.value("f", "q").unwrap()).to_string();
+        assert!(
+            v.contains("-0-"),
+            "the scan saw a write after it started: {v}"
+        );
+    }
+}
+
 #[test]
 fn an_open_scan_keeps_reading_replaced_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -270,15 +284,7 @@ fn an_open_scan_keeps_reading_replaced_files() {
         t.put(Put::new(key(i)).add("f", "q", value(i, 1))).unwrap();
     }
     db.major_compact("t", None).unwrap();
-    let rest: Vec<Row> = scan.by_ref().collect::<Result<_, _>>().unwrap();
-    assert_eq!(rest.len() + 1, 2000);
-    for r in std::iter::once(&first).chain(rest.iter()) {
-        let v = String::from_utf8_lossy(r.value("f", "q").unwrap()).to_string();
-        assert!(
-            v.contains("-0-"),
-            "the scan saw a write after it started: {v}"
-        );
-    }
+    assert_rest_from_before(first, &mut scan);
     drop(scan);
     db.wait_for_compactions().unwrap();
     assert_eq!(hfiles_on_disk(dir.path()) as u64, db.stats().live_files);
@@ -312,15 +318,7 @@ fn an_open_scan_keeps_reading_a_file_moved_then_compacted() {
     }
     // Rewrites the moved file into a new one: the moved file leaves the version.
     db.major_compact("t", None).unwrap();
-    let rest: Vec<Row> = scan.by_ref().collect::<Result<_, _>>().unwrap();
-    assert_eq!(rest.len() + 1, 2000);
-    for r in std::iter::once(&first).chain(rest.iter()) {
-        let v = String::from_utf8_lossy(r.value("f", "q").unwrap()).to_string();
-        assert!(
-            v.contains("-0-"),
-            "the scan saw a write after it started: {v}"
-        );
-    }
+    assert_rest_from_before(first, &mut scan);
     drop(scan);
     // Once the scan is gone the replaced file goes too.
     db.wait_for_compactions().unwrap();

@@ -352,13 +352,21 @@ impl DbInner {
     /// reads on from its super-version, as it does across a compaction. Their cached blocks
     /// go now.
     pub(super) fn retire_files(&self, files: Vec<Arc<FileMeta>>) {
+        self.bury_files(files);
+        self.collect_garbage(&mut self.compaction.lock());
+    }
+
+    /// Hand files that have left the current version to the graveyard, and evict them from
+    /// the block and open-file caches now (see the compaction install for why now).
+    fn bury_files(&self, files: Vec<Arc<FileMeta>>) {
         let numbers: Vec<FileNumber> = files.iter().map(|f| f.number).collect();
-        self.evict_files(&numbers);
-        let mut st = self.compaction.lock();
-        for f in files {
-            st.graveyard.bury(f);
+        {
+            let mut st = self.compaction.lock();
+            for f in files {
+                st.graveyard.bury(f);
+            }
         }
-        self.collect_garbage(&mut st);
+        self.evict_files(&numbers);
     }
 
     /// Delete replaced files that no super-version lists any more. A `FileMeta` is shared by
@@ -533,11 +541,6 @@ impl DbInner {
         crate::kill_point!("compaction.after_manifest");
         self.update_pressure();
         if !task.trivial_move {
-            let mut st = self.compaction.lock();
-            for f in task.input_files() {
-                st.graveyard.bury(f.clone());
-            }
-            drop(st);
             // The inputs' blocks go from the block cache now, not when the files are deleted:
             // no new read uses them, and until the graveyard's next pass (up to
             // IDLE_RECHECK later) they would hold cache room beside the outputs' blocks, so a
@@ -547,8 +550,7 @@ impl DbInner {
             // keeps it, and the last holder's drop closes the file and gives back the meta
             // blocks the reader pinned (charged to the block cache) at once, not at that pass.
             // (Their seek budgets go too: no Get on the current version charges them.)
-            let inputs: Vec<FileNumber> = task.input_files().map(|f| f.number).collect();
-            self.evict_files(&inputs);
+            self.bury_files(task.input_files().cloned().collect());
         }
         let micros = started.elapsed().as_micros() as u64;
         {

@@ -176,6 +176,25 @@ mod loom_tests {
         }
     }
 
+    /// The current version's files.
+    type Current = Arc<RwLock<Arc<Vec<Arc<File>>>>>;
+    type Shared = Arc<Mutex<Graveyard<Arc<File>>>>;
+
+    /// A reader: takes the current version under the read lock and reads its files (none may
+    /// be deleted), then ends, which is followed by a collection pass (the engine runs one
+    /// after every compaction and when idle).
+    fn spawn_reader(current: &Current, graveyard: &Shared) -> thread::JoinHandle<()> {
+        let (current, graveyard) = (current.clone(), graveyard.clone());
+        thread::spawn(move || {
+            let v = current.read().unwrap().clone();
+            for f in v.iter() {
+                assert!(!f.deleted.load(Ordering::SeqCst), "read a deleted file");
+            }
+            drop(v);
+            delete_released(&graveyard);
+        })
+    }
+
     fn delete_released(g: &Mutex<Graveyard<Arc<File>>>) {
         let dead = g.lock().unwrap().collect();
         for f in dead {
@@ -194,24 +213,10 @@ mod loom_tests {
             let file = Arc::new(File {
                 deleted: deleted.clone(),
             });
-            let current: Arc<RwLock<Arc<Vec<Arc<File>>>>> =
-                Arc::new(RwLock::new(Arc::new(vec![file])));
-            let graveyard: Arc<Mutex<Graveyard<Arc<File>>>> =
-                Arc::new(Mutex::new(Graveyard::default()));
+            let current: Current = Arc::new(RwLock::new(Arc::new(vec![file])));
+            let graveyard: Shared = Arc::new(Mutex::new(Graveyard::default()));
 
-            let reader = {
-                let (current, graveyard) = (current.clone(), graveyard.clone());
-                thread::spawn(move || {
-                    let v = current.read().unwrap().clone();
-                    for f in v.iter() {
-                        assert!(!f.deleted.load(Ordering::SeqCst), "read a deleted file");
-                    }
-                    drop(v);
-                    // A reader's end is followed by a collection pass (the engine runs one
-                    // after every compaction and when idle).
-                    delete_released(&graveyard);
-                })
-            };
+            let reader = spawn_reader(&current, &graveyard);
 
             let old = std::mem::replace(&mut *current.write().unwrap(), Arc::new(Vec::new()));
             {
@@ -244,22 +249,10 @@ mod loom_tests {
                     deleted: deleted.clone(),
                 })
             };
-            let current: Arc<RwLock<Arc<Vec<Arc<File>>>>> =
-                Arc::new(RwLock::new(Arc::new(vec![entry()])));
-            let graveyard: Arc<Mutex<Graveyard<Arc<File>>>> =
-                Arc::new(Mutex::new(Graveyard::default()));
+            let current: Current = Arc::new(RwLock::new(Arc::new(vec![entry()])));
+            let graveyard: Shared = Arc::new(Mutex::new(Graveyard::default()));
 
-            let reader = {
-                let (current, graveyard) = (current.clone(), graveyard.clone());
-                thread::spawn(move || {
-                    let v = current.read().unwrap().clone();
-                    for f in v.iter() {
-                        assert!(!f.deleted.load(Ordering::SeqCst), "read a deleted file");
-                    }
-                    drop(v);
-                    delete_released(&graveyard);
-                })
-            };
+            let reader = spawn_reader(&current, &graveyard);
 
             // The move.
             let before = std::mem::replace(&mut *current.write().unwrap(), Arc::new(vec![entry()]));
