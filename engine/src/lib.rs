@@ -68,6 +68,7 @@
 //! - [`manifest`]: version edits, CURRENT, the live file set (SPEC.md §17).
 //! - [`memstore`], [`batch`], [`visibility`]: the write path's parts.
 //! - [`compaction`]: the picker and the purge rules of compaction (SPEC.md §20).
+//! - [`clock`]: where "now" comes from (TTL, LATEST timestamps, marker ages); replaceable.
 //! - [`cache`]: the block cache and the open-file cache of the read path.
 //! - [`read`]: merging and version resolution (SPEC.md §13).
 //! - [`keys`]: row-key design helpers from the HBase schema-design seeds.
@@ -77,6 +78,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod clock;
 pub mod compaction;
 mod db;
 pub mod error;
@@ -98,6 +100,7 @@ pub mod wal;
 
 pub use cache::{CacheStats, KindStats, OpenFileStats};
 pub use cellar_format as format;
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     Append, CheckAndMutate, CompactionStats, Db, Delete, Increment, LevelStats, MemoryBudget,
     Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats, Table,

@@ -2,10 +2,11 @@
 //! after its timestamp, can only shorten the family TTL, is not kept by MIN_VERSIONS, survives
 //! flush, reopen and compaction as long as it lives, and is dropped by compaction once expired.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use cellar::types::now_ms;
-use cellar::{Db, FamilyDescriptor, Get, Options, Put, Scan, TableDescriptor};
+use cellar::{Db, FamilyDescriptor, Get, ManualClock, Options, Put, Scan, TableDescriptor};
 
 fn open(dir: &std::path::Path, fam: FamilyDescriptor) -> Db {
     let mut o = Options::default();
@@ -156,4 +157,111 @@ fn a_live_cell_ttl_expires_while_the_database_runs() {
     assert_eq!(value(&db, "r"), None);
     let reversed: Vec<_> = t.scan(Scan::new().reversed()).unwrap().collect();
     assert!(reversed.is_empty());
+}
+
+/// A database on `clock` with the family `fam` in table "t" (background compaction off).
+fn open_clocked(dir: &std::path::Path, fam: FamilyDescriptor, clock: Arc<ManualClock>) -> Db {
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    o.clock = clock;
+    let db = Db::open(dir, o).unwrap();
+    db.create_table(TableDescriptor::new("t").family(fam))
+        .unwrap();
+    db
+}
+
+/// SPEC.md §13 rule 7 says an expired cell counts as no version and shadows no older write.
+/// Before it expires it does both, so a flush or compaction that ran meanwhile must not have
+/// dropped what it hid: the older write behind it at its timestamp, the versions it pushed
+/// beyond VERSIONS, the expired version it pushed out of MIN_VERSIONS. With the clock moved
+/// past the cell's TTL, every read equals the read of a database that never flushed.
+#[test]
+fn what_a_live_cell_ttl_hides_comes_back_when_it_expires_whatever_flushes_ran() {
+    for nvb in [false, true] {
+        for purge in ["none", "flush", "major"] {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = Arc::new(ManualClock::new(1_000));
+            let fam = FamilyDescriptor::new("f")
+                .max_versions(1)
+                .min_versions(1)
+                .ttl(Duration::from_millis(300))
+                .new_version_behavior(nvb);
+            let db = open_clocked(dir.path(), fam, clock.clone());
+            let t = db.table("t").unwrap();
+            let brief = |row: &str, ts: u64, v: &str| {
+                t.put(
+                    Put::new(row)
+                        .add_at("f", "q", ts, v)
+                        .ttl(Duration::from_millis(100)),
+                )
+                .unwrap();
+            };
+            // Same timestamp: the later write shadows the earlier one while it lives.
+            t.put(Put::new("dup").add_at("f", "q", 900, "kept"))
+                .unwrap();
+            brief("dup", 900, "brief");
+            // VERSIONS 1: the brief write pushes the older version beyond it.
+            t.put(Put::new("ver").add_at("f", "q", 800, "older"))
+                .unwrap();
+            brief("ver", 950, "brief");
+            // Family TTL 300 ms with MIN_VERSIONS 1: the version at 500 is expired at 1,000
+            // and shows only while it is the newest; the brief write outranks it.
+            t.put(Put::new("min").add_at("f", "q", 500, "floor"))
+                .unwrap();
+            brief("min", 950, "brief");
+            for row in ["dup", "ver", "min"] {
+                assert_eq!(value(&db, row).as_deref(), Some(&b"brief"[..]), "{row}");
+            }
+            match purge {
+                "flush" => db.flush().unwrap(),
+                "major" => db.major_compact("t", None).unwrap(),
+                _ => {}
+            }
+            for row in ["dup", "ver", "min"] {
+                assert_eq!(value(&db, row).as_deref(), Some(&b"brief"[..]), "{row}");
+            }
+            // 950 + 100 < 1,051: every brief write has expired.
+            clock.set(1_051);
+            let ctx = format!("nvb {nvb}, {purge}");
+            assert_eq!(value(&db, "dup").as_deref(), Some(&b"kept"[..]), "{ctx}");
+            assert_eq!(value(&db, "ver").as_deref(), Some(&b"older"[..]), "{ctx}");
+            assert_eq!(value(&db, "min").as_deref(), Some(&b"floor"[..]), "{ctx}");
+            // And once gone, a compaction drops the expired writes and nothing else.
+            db.major_compact("t", None).unwrap();
+            assert_eq!(value(&db, "dup").as_deref(), Some(&b"kept"[..]), "{ctx}");
+            assert_eq!(value(&db, "ver").as_deref(), Some(&b"older"[..]), "{ctx}");
+            assert_eq!(value(&db, "min").as_deref(), Some(&b"floor"[..]), "{ctx}");
+            let raw = t.scan(Scan::new().raw()).unwrap().count();
+            assert_eq!(raw, 3, "{ctx}: only the three older writes are stored");
+        }
+    }
+}
+
+/// The clock decides what LATEST means and when a family TTL runs out, in reads, flushes and
+/// compactions alike.
+#[test]
+fn the_clock_option_sets_latest_timestamps_and_family_ttl_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(5_000));
+    let fam = FamilyDescriptor::new("f").ttl(Duration::from_millis(1_000));
+    let db = open_clocked(dir.path(), fam, clock.clone());
+    let t = db.table("t").unwrap();
+    t.put(Put::new("r").add("f", "q", "v")).unwrap();
+    let row = t.get(&Get::new("r")).unwrap().unwrap();
+    assert_eq!(row.cells[0].timestamp, 5_000, "LATEST is the clock's time");
+    db.flush().unwrap();
+    clock.set(6_000);
+    assert_eq!(
+        value(&db, "r").as_deref(),
+        Some(&b"v"[..]),
+        "5,000 < 6,000 - 1,000 is false"
+    );
+    clock.set(6_001);
+    assert_eq!(value(&db, "r"), None);
+    db.major_compact("t", None).unwrap();
+    assert_eq!(
+        t.scan(Scan::new().raw()).unwrap().count(),
+        0,
+        "compaction purged it"
+    );
 }

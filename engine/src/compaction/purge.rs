@@ -57,6 +57,10 @@
 //!    only mask cells at or below its own timestamp, which are expired for every reader, with or
 //!    without it, and with KEEP_DELETED_CELLS too. With MIN_VERSIONS > 0 an expired version may
 //!    still be readable, so the marker follows rule 4 (KEEP_DELETED_CELLS FALSE) or stays.
+//! 6. A put whose per-cell TTL has run out is dropped (it is no version). One whose per-cell
+//!    TTL still runs is kept and judged as if absent: it outranks and shadows other cells only
+//!    until it expires, so nothing it hides now may be gone then (classic KEEP_DELETED_CELLS
+//!    FALSE still drops it when masked, as rule 3).
 //!
 //! # Choices that differ from a plain reading of HBase
 //! - Deletes are purged only when no snapshot is older than an input cell. HBase drops markers
@@ -80,7 +84,7 @@
 
 use std::time::Duration;
 
-use cellar_format::KeyRef;
+use cellar_format::{CellType, KeyRef};
 
 use crate::read::resolve::{ReadParams, RowResolver, Verdict};
 use crate::schema::{FamilyDescriptor, KeepDeletedCells};
@@ -246,6 +250,13 @@ impl<'a> Purger<'a> {
     /// dropped at every compaction; it counts as no version, so no rank moves.
     pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Decision {
         self.track_position(key);
+        if key.cell_type() == Some(CellType::Put) {
+            if let Some(ttl) = crate::tags::cell_ttl(tags) {
+                if key.timestamp.saturating_add(ttl) >= self.params.now_ms {
+                    return self.live_cell_ttl(key);
+                }
+            }
+        }
         let verdict = self.resolver.push_with_tags(key, tags);
         let cell_ttl_expired = verdict == Verdict::Expired
             && crate::tags::cell_ttl(tags)
@@ -254,6 +265,34 @@ impl<'a> Purger<'a> {
             Decision::Drop(DropReason::Expired)
         } else {
             self.decide(key, verdict)
+        };
+        if let Decision::Drop(reason) = decision {
+            self.dropped.add(reason);
+        }
+        decision
+    }
+
+    /// Rule 6: a put whose per-cell TTL has not run out is kept and judged as if it were not
+    /// there. It outranks and shadows other cells only until it expires (SPEC.md §13 rule 7),
+    /// so nothing may be dropped on its account: the older write at its timestamp, the
+    /// versions it pushes beyond VERSIONS and the expired version it pushes out of
+    /// MIN_VERSIONS must still be there when it stops counting. Classic mode drops it when a
+    /// marker masks it, as any masked put (rule 3), so a marker rule 4 drops takes it along.
+    fn live_cell_ttl(&mut self, key: &KeyRef<'_>) -> Decision {
+        let verdict = self.resolver.push_uncounted(key);
+        let decision = if verdict == Verdict::Invisible {
+            Decision::Keep
+        } else if self.family.min_versions == 0 && self.resolver.is_expired(key.timestamp) {
+            // Past the family TTL with no MIN_VERSIONS: invisible to every reader whatever
+            // its rank, as the resolver would judge it.
+            Decision::Drop(DropReason::Expired)
+        } else if verdict == Verdict::Masked
+            && self.family.keep_deleted_cells == KeepDeletedCells::False
+            && !self.family.new_version_behavior
+        {
+            Decision::Drop(DropReason::Masked)
+        } else {
+            Decision::Keep
         };
         if let Decision::Drop(reason) = decision {
             self.dropped.add(reason);

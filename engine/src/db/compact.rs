@@ -31,7 +31,7 @@ use crate::fs::{AppendWriter, File};
 use crate::manifest::{self, VersionEdit, NUM_LEVELS};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::schema::FamilyDescriptor;
-use crate::types::{now_ms, CellIter, FamilyId, FileMeta, FileNumber};
+use crate::types::{CellIter, FamilyId, FileMeta, FileNumber};
 
 /// How long an idle compaction thread sleeps before looking again for time-driven work (TTL,
 /// periodic major compaction) that no flush announces.
@@ -248,7 +248,7 @@ impl DbInner {
                         &sv.version,
                         &pols,
                         &self.opts.compaction,
-                        now_ms(),
+                        self.opts.clock.now_ms(),
                         &st.busy,
                     );
                     if t.is_none() {
@@ -630,7 +630,7 @@ impl DbInner {
         let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
         let mut purger = Purger::new(
             desc,
-            PurgeParams::new(smallest_snapshot, largest_seq, now_ms())
+            PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
                 .bottommost(task.bottommost)
                 .purge_delay(self.opts.compaction.purge_delay),
         );
@@ -870,7 +870,7 @@ impl DbInner {
                 &sv.version,
                 &pols,
                 &self.opts.compaction,
-                now_ms(),
+                self.opts.clock.now_ms(),
                 &st.busy,
             );
             drop(sv);

@@ -20,7 +20,7 @@ use crate::error::{Error, Poison, Result};
 use crate::fs::AppendWriter;
 use crate::manifest::{self, VersionEdit};
 use crate::memstore::MemStore;
-use crate::types::{now_ms, CellIter, FileMeta};
+use crate::types::{CellIter, FileMeta};
 
 /// How long the flush thread waits before retrying a flush that failed for lack of space.
 const FLUSH_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
@@ -343,7 +343,7 @@ impl DbInner {
         } = self.create_hfile(mem.family(), number, desc, false)?;
         let mut purger = Purger::new(
             desc,
-            PurgeParams::new(smallest_snapshot, last_seq, now_ms()),
+            PurgeParams::new(smallest_snapshot, last_seq, self.opts.clock.now_ms()),
         );
         let mut it = mem.iter();
         it.seek_to_first()?;
@@ -404,7 +404,7 @@ impl DbInner {
             bloom_type: desc.bloom,
             ..BloomConfig::default()
         };
-        o.created_at_ms = now_ms();
+        o.created_at_ms = self.opts.clock.now_ms();
         o.major_compaction = major;
         let writer = HFileWriter::new(
             AppendWriter::new(file.clone()),

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::clock::{Clock, SystemClock};
 use crate::compaction::CompactionOptions;
 use crate::fs::{RealFs, SharedFs};
 use crate::manifest::ManifestOptions;
@@ -56,6 +57,11 @@ pub struct Options {
     /// descriptors than this, so lower it under a 1024 descriptor limit). A Get or scan keeps
     /// using a file evicted meanwhile; the next read reopens it.
     pub max_open_files: usize,
+    /// Where "now" comes from: the timestamp of writes at LATEST, TTL expiry (reads, flushes,
+    /// compactions), the age of markers against `purge_delay` and the time-based compaction
+    /// picks. The system clock by default; a [`crate::ManualClock`] lets a test cross TTL
+    /// boundaries on purpose (HBase's `EnvironmentEdgeManager`).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Default [`Options::memory_budget`]: 512 MiB.
@@ -81,6 +87,7 @@ impl Default for Options {
             block_cache_bytes: 256 << 20,
             block_cache_meta_ratio: 0.25,
             max_open_files: 1000,
+            clock: Arc::new(SystemClock),
         };
         debug_assert_eq!(opts.memory_budget_bytes(), DEFAULT_MEMORY_BUDGET as u64);
         opts

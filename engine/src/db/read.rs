@@ -31,7 +31,7 @@ use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
 use crate::read::view::{CellSink, RawCells, RowView};
 use crate::schema::{FamilyDescriptor, TableName};
-use crate::types::{now_ms, CellIter, FileMeta, SeqNo, Timestamp};
+use crate::types::{CellIter, FileMeta, SeqNo, Timestamp};
 
 /// Most rows a scan reads per refill: each refill re-seeks every source once, which was 7% of
 /// a full-table scan's time at 256 rows.
@@ -430,7 +430,7 @@ impl DbInner {
             // so one not there now is not visible to this read.
             let in_memstores = readers.len() <= 1 && memstores_hold_row(sv, fams, first, &get.row);
             let resolvers = || {
-                let now = now_ms();
+                let now = self.opts.clock.now_ms();
                 Resolvers::new(t, move |name| {
                     ReadParams::for_get(get, name, read_point, now)
                 })
@@ -847,6 +847,7 @@ impl ScanIter {
     pub(super) fn new(db: Arc<DbInner>, table: &TableName, scan: Scan) -> Result<ScanIter> {
         scan.validate()?;
         let (read_point, sv) = db.read_view(scan.read_point);
+        let now = db.opts.clock.now_ms();
         let t = table_info(&sv, table)?.clone();
         selected_families(&t, &scan.selection)?;
         let eval = scan.filter.as_ref().map(|f| {
@@ -872,7 +873,7 @@ impl ScanIter {
             sv,
             table: t,
             read_point,
-            now: now_ms(),
+            now,
             buffer: VecDeque::new(),
             returned: 0,
             failed: false,

@@ -27,7 +27,7 @@ use super::DbInner;
 use crate::error::{Error, Result};
 use crate::read::query::{Cell, Get, Row};
 use crate::schema::TableName;
-use crate::types::{now_ms, Timestamp, LATEST_TIMESTAMP};
+use crate::types::{Timestamp, LATEST_TIMESTAMP};
 use cellar_format::display::to_string_binary;
 use cellar_format::CellType;
 
@@ -348,7 +348,7 @@ impl DbInner {
         self.stall_if_needed()?;
         let _row = self.row_locks.lock([row]);
         let current = self.get(table, &get)?;
-        let now = now_ms();
+        let now = self.opts.clock.now_ms();
         let mut put = Put::new(row.to_vec());
         let mut any = false;
         let mut cells = Vec::with_capacity(args.len());

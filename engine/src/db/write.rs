@@ -14,7 +14,7 @@ use crate::batch::{self, Mutation as BatchMutation};
 use crate::error::{Error, Poison, Result};
 use crate::read::query::Get;
 use crate::schema::TableName;
-use crate::types::{now_ms, SeqNo, Timestamp, LATEST_TIMESTAMP};
+use crate::types::{SeqNo, Timestamp, LATEST_TIMESTAMP};
 use crate::wal::{AppendError, Durability};
 
 /// Strength order of durability levels (a database-wide floor raises a write to it).
@@ -63,7 +63,7 @@ impl DbInner {
         if rank(self.opts.min_durability) > rank(d) {
             d = self.opts.min_durability;
         }
-        let now = now_ms();
+        let now = self.opts.clock.now_ms();
         let (seq, bytes) = {
             let _shared = self.switch.shared();
             let sv = self.sv();

@@ -384,6 +384,31 @@ impl<'q> RowResolver<'q> {
         }
     }
 
+    /// Compaction's view of a put that carries a per-cell TTL not yet run out: whether the
+    /// oldest read point sees it and whether a marker masks it, without letting it count as a
+    /// version or shadow an older write at its timestamp. A read counts it while it lives, but
+    /// it will stop counting by itself, and what it outranks now must still be there then
+    /// (SPEC.md §20.2). Only for puts; the column is tracked as [`RowResolver::push`] does.
+    pub fn push_uncounted(&mut self, key: &KeyRef<'_>) -> Verdict {
+        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
+            let selected = self
+                .params
+                .columns
+                .is_none_or(|c| c.contains(key.qualifier));
+            self.column.start(key.qualifier, selected);
+        }
+        if key.seq > self.params.read_point {
+            return Verdict::Invisible;
+        }
+        if !self.column.selected {
+            return Verdict::NotSelected;
+        }
+        if self.is_masked(key.timestamp, key.seq) {
+            return Verdict::Masked;
+        }
+        Verdict::Include
+    }
+
     /// KEEP_DELETED_CELLS (TRUE or TTL): a user read sees past markers outside its time range,
     /// so a read whose range ends at or before a marker still finds the cells it deleted
     /// (HBase's `seePastDeleteMarkers`). Without it every marker masks, whatever the range.
