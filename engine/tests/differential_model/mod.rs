@@ -17,9 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cellar::format::CellType;
 
-/// The TTL of the families that have one. Explicit timestamps are 1..=10 (1970), always far
-/// past it; "latest" timestamps are the current time, never within a day of expiring while a
-/// test runs. So the clock moving during a run cannot flip a result.
+/// The TTL of the families that have one in sequences on the wall clock. Explicit timestamps
+/// are 1..=10 (1970), always far past it; "latest" timestamps are the current time, never
+/// within a day of expiring while a test runs. So the clock moving during a run cannot flip a
+/// result. Sequences on a manual clock draw short TTLs that the clock crosses on purpose.
 pub const TTL_MS: u64 = 24 * 3600 * 1000;
 
 /// A family's settings as the model needs them.
@@ -35,8 +36,8 @@ pub struct FamSpec {
     pub keep_deleted: bool,
     /// NEW_VERSION_BEHAVIOR.
     pub nvb: bool,
-    /// A TTL of [`TTL_MS`].
-    pub ttl: bool,
+    /// TTL in milliseconds, if any.
+    pub ttl: Option<u64>,
 }
 
 /// One cell ever written, marker or put.
@@ -53,10 +54,18 @@ pub struct Entry {
     /// key in the engine's memstore, where the later one replaces the earlier.
     pub sub: u32,
     pub value: Vec<u8>,
-    /// A put whose per-cell TTL (`Put::ttl`) has run out for every read of the sequence (SPEC
-    /// §13 rule 7): it is no version at all — it counts toward nothing and shadows no older
-    /// write at its timestamp — and only raw reads may see it, until a flush drops it.
-    pub cell_expired: bool,
+    /// The put's per-cell TTL (`Put::ttl`), in ms. Once it has run out (SPEC §13 rule 7) the
+    /// put is no version at all — it counts toward nothing and shadows no older write at its
+    /// timestamp — and only raw reads may see it, until a flush drops it.
+    pub cell_ttl: Option<u64>,
+}
+
+impl Entry {
+    /// Past its per-cell TTL at `now` (the engine's test: `ts + ttl < now`).
+    pub fn cell_expired(&self, now: u64) -> bool {
+        self.cell_ttl
+            .is_some_and(|ttl| self.ts.saturating_add(ttl) < now)
+    }
 }
 
 /// A cell of a write, before it gets its sequence number.
@@ -68,8 +77,8 @@ pub struct NewCell {
     pub ts: u64,
     pub ty: CellType,
     pub value: Vec<u8>,
-    /// See [`Entry::cell_expired`].
-    pub cell_expired: bool,
+    /// See [`Entry::cell_ttl`].
+    pub cell_ttl: Option<u64>,
 }
 
 /// A compaction (or a purging flush) the sequence ran.
@@ -182,7 +191,7 @@ impl Model {
                 seq,
                 sub: i as u32,
                 value: c.value,
-                cell_expired: c.cell_expired,
+                cell_ttl: c.cell_ttl,
             });
         }
         seq
@@ -245,11 +254,12 @@ impl Model {
         view: &[&'a Entry],
         qual: &[u8],
         range: (u64, u64),
+        now: u64,
     ) -> Vec<Version<'a>> {
         let mut winners: BTreeMap<u64, &Entry> = BTreeMap::new();
         for e in view
             .iter()
-            .filter(|e| e.ty == CellType::Put && e.qual == qual && !e.cell_expired)
+            .filter(|e| e.ty == CellType::Put && e.qual == qual && !e.cell_expired(now))
         {
             match winners.get(&e.ts) {
                 Some(w) if (w.seq, w.sub) > (e.seq, e.sub) => {}
@@ -269,7 +279,9 @@ impl Model {
     }
 
     fn expired(&self, fam: usize, ts: u64, now: u64) -> bool {
-        self.fams[fam].ttl && ts < now.saturating_sub(TTL_MS)
+        self.fams[fam]
+            .ttl
+            .is_some_and(|ttl| ts < now.saturating_sub(ttl))
     }
 
     fn out(&self, e: &Entry) -> OutCell {
@@ -319,7 +331,7 @@ impl Model {
             .collect();
         let mut out = Vec::new();
         for qual in quals {
-            let versions = self.versions(&view, qual, q.range);
+            let versions = self.versions(&view, qual, q.range, q.now);
             let keep: Vec<&Entry> = if f.nvb {
                 // Rule 6 / §13: VERSIONS over every version the read point sees, deleted ones
                 // included, whatever the time range; MIN_VERSIONS counted the same way; the
@@ -487,7 +499,7 @@ impl Model {
             return false;
         }
         let view = self.view(&p.row, p.fam, q.read_point);
-        self.versions(&view, &p.qual, q.range)
+        self.versions(&view, &p.qual, q.range, q.now)
             .iter()
             .any(|v| v.put.ts > p.ts && v.masked && self.uncovered(&self.out(v.put), q))
     }
@@ -505,7 +517,7 @@ impl Model {
         }
         self.entries.iter().any(|n| {
             n.ty == CellType::Put
-                && !n.cell_expired
+                && !n.cell_expired(q.now)
                 && n.fam == p.fam
                 && n.row == p.row
                 && n.qual == p.qual
@@ -543,12 +555,14 @@ impl Model {
             // masks a newer version (it sits in another file), that version counts, and the
             // put is trimmed as beyond VERSIONS (HBase's minor compaction does the same). The
             // most a subset can count is every newer put up to the compaction, masked or not.
+            // A put with a per-cell TTL counts for no purge: expired it is no version, alive it
+            // is judged as absent (SPEC §20.2 rule 6).
             let newer: BTreeSet<u64> = self
                 .entries
                 .iter()
                 .filter(|e| {
                     e.ty == CellType::Put
-                        && !e.cell_expired
+                        && e.cell_ttl.is_none()
                         && e.fam == p.fam
                         && e.row == p.row
                         && e.qual == p.qual
