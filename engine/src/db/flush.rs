@@ -275,23 +275,30 @@ impl DbInner {
     fn install_generation(&self, gen: &FrozenGen, written: Generation) -> Result<()> {
         let Generation {
             added,
-            flushed_seq,
+            mut flushed_seq,
             started,
             purge_horizon,
         } = written;
-        let bytes: u64 = added.iter().map(|m| m.size).sum();
-        let files = added.len() as u64;
-        let edit = VersionEdit {
-            log_number: Some(gen.boundary),
-            last_seq: Some(gen.last_seq),
-            flushed_seq,
-            added_files: added,
-            ..VersionEdit::default()
-        };
-        {
+        let (bytes, files, orphans) = {
             let _exclusive = self.switch.exclusive();
             let mut m = self.manifest.lock();
             let (man, state) = &mut *m;
+            // A family dropped (with its table, or altered away) after its file was written
+            // has no place in the version: the edit would be refused and the database
+            // poisoned. Its file is deleted once the edit is logged; the rest installs.
+            let (added, orphans): (Vec<FileMeta>, Vec<FileMeta>) = added
+                .into_iter()
+                .partition(|f| state.family(f.family).is_some());
+            flushed_seq.retain(|&(family, _)| state.family(family).is_some());
+            let bytes: u64 = added.iter().map(|m| m.size).sum();
+            let files = added.len() as u64;
+            let edit = VersionEdit {
+                log_number: Some(gen.boundary),
+                last_seq: Some(gen.last_seq),
+                flushed_seq,
+                added_files: added,
+                ..VersionEdit::default()
+            };
             man.log_and_apply(state, edit)?;
             let current = self.sv();
             let mut next = SuperVersion::build(state, Some(&current));
@@ -302,6 +309,13 @@ impl DbInner {
                 }
             }
             *self.sv.write() = Arc::new(next);
+            (bytes, files, orphans)
+        };
+        for f in &orphans {
+            let p = manifest::hfile_path(&self.dir, f.family, f.number);
+            if let Err(e) = self.fs.remove(&p) {
+                tracing::warn!(file = %p.display(), error = %e, "could not remove a flushed file of a dropped family");
+            }
         }
         crate::kill_point!("flush.after_manifest");
         self.update_pressure();
