@@ -33,6 +33,11 @@
 //!   type, LZ4 and block size either way (files written before keep theirs), and the settings
 //!   that decide results only tighter — VERSIONS down, MIN_VERSIONS 0, a TTL added or
 //!   shortened, KEEP_DELETED_CELLS off — which the model then reads by (see `AlterSpec`).
+//!   Some also drop a family and add it back (`RecreateFamily`: it must start empty under a new
+//!   id, whatever its old memstore, files and WAL records) or truncate the table (`drop_table`
+//!   and `create_table`). These found two engine bugs: sequence numbers given out again after
+//!   a dropped table's unflushed writes and two idle reopens, and a flush poisoning the
+//!   database when its family was dropped under it (tests in `db_recovery.rs`).
 //!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
 //!   level), the others at two. Settings that change no result vary the read paths: BLOCKSIZE
 //!   1 KiB with padded values in half (files of several blocks), LZ4, the block cache off or
@@ -365,6 +370,12 @@ enum Op {
     Tick(u64),
     /// `Db::alter_table` changing one family setting.
     Alter(AlterSpec),
+    /// Drop family `f` (`alter_table` without it) and add it back with the same settings: its
+    /// cells are gone, and it starts empty under a new family id (the old id's files,
+    /// memstore and WAL records must not reach it).
+    RecreateFamily(usize),
+    /// HBase's `truncate`: `drop_table`, then `create_table` with the same settings.
+    Truncate,
     /// `Db::major_compact` of one family or all.
     MajorCompact {
         family: Option<usize>,
@@ -908,6 +919,15 @@ fn alters(seed: u64, setup: &Setup, ops: &mut Vec<Op>) {
         // Before the final full scans, which `generate` appends after this.
         let at = rng.random_range(0..=ops.len());
         ops.insert(at, Op::Alter(AlterSpec { fam, change }));
+    }
+    if setup.fams.len() > 1 && rng.random_bool(0.4) {
+        let f = rng.random_range(0..setup.fams.len());
+        let at = rng.random_range(0..=ops.len());
+        ops.insert(at, Op::RecreateFamily(f));
+    }
+    if rng.random_bool(0.2) {
+        let at = rng.random_range(0..=ops.len());
+        ops.insert(at, Op::Truncate);
     }
 }
 
@@ -2317,6 +2337,27 @@ fn exec(
             }
         }
         Op::FinishHeld => return finish_held(eng),
+        Op::RecreateFamily(f) => {
+            let name = eng.schema.fams[*f].name.clone();
+            let mut without = eng.schema.descriptor();
+            without.families.retain(|d| d.name != name);
+            eng.db()
+                .alter_table(without)
+                .map_err(|e| engine_err("alter_table (drop family)", e))?;
+            eng.db()
+                .alter_table(eng.schema.descriptor())
+                .map_err(|e| engine_err("alter_table (add family)", e))?;
+            model.entries.retain(|e| e.fam != *f);
+        }
+        Op::Truncate => {
+            eng.db()
+                .drop_table(TABLE)
+                .map_err(|e| engine_err("drop_table", e))?;
+            eng.db()
+                .create_table(eng.schema.descriptor())
+                .map_err(|e| engine_err("create_table", e))?;
+            model.entries.clear();
+        }
         Op::Alter(a) => {
             let (f, spec) = eng.schema.alter(a);
             eng.db()
@@ -2591,7 +2632,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Scan { .. } => "scan",
         Op::MajorCompact { .. } | Op::Compact => "compact",
         Op::Tick(_) => "tick",
-        Op::Alter(_) => "alter",
+        Op::Alter(_) | Op::RecreateFamily(_) | Op::Truncate => "alter",
     }
 }
 
