@@ -38,6 +38,11 @@
 //!   and `create_table`). These found two engine bugs: sequence numbers given out again after
 //!   a dropped table's unflushed writes and two idle reopens, and a flush poisoning the
 //!   database when its family was dropped under it (tests in `db_recovery.rs`).
+//! - One sequence in six on the in-memory file system writes with `FsyncWal` and loses power
+//!   once or twice (`PowerLoss`: `SimFs::crash` under one of its four policies, taken while
+//!   background flushes and compactions may be half done, then `Db::open` of the image). Every
+//!   acknowledged write and table change must be there, and sequence numbers must go on
+//!   increasing; held scans are read and snapshots dropped first, as for a reopen.
 //!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
 //!   level), the others at two. Settings that change no result vary the read paths: BLOCKSIZE
 //!   1 KiB with padded values in half (files of several blocks), LZ4, the block cache off or
@@ -79,6 +84,7 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use cellar::format::CellType;
+use cellar::fs::CrashPolicy;
 use cellar::types::{now_ms, LATEST_TIMESTAMP};
 use cellar::ManualClock;
 use cellar::{
@@ -160,6 +166,9 @@ struct Setup {
     /// [`Op::Tick`]s, so TTL boundaries are crossed between writes, flushes, compactions and
     /// reads, and "latest" timestamps fall among the explicit ones (1..=10).
     manual_clock: Option<u64>,
+    /// Writes ask for `FsyncWal` and the sequence has [`Op::PowerLoss`]es (in-memory file
+    /// system only).
+    power_loss: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -370,6 +379,10 @@ enum Op {
     Tick(u64),
     /// `Db::alter_table` changing one family setting.
     Alter(AlterSpec),
+    /// A power loss: the simulated file system keeps what was synced and, by the policy this
+    /// number picks, some of what was not; the engine opens the crashed image. Every write
+    /// asked for `FsyncWal`, so every acknowledged write and admin change must be there.
+    PowerLoss(u64),
     /// Drop family `f` (`alter_table` without it) and add it back with the same settings: its
     /// cells are gone, and it starts empty under a new family id (the old id's files,
     /// memstore and WAL records must not reach it).
@@ -430,6 +443,7 @@ fn gen_setup(rng: &mut StdRng, storage: &mut StdRng) -> Setup {
         },
         few_open_files: storage.random_bool(0.2),
         manual_clock: None,
+        power_loss: false,
     }
 }
 
@@ -819,6 +833,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
     let mut ops: Vec<Op> = (0..n).map(|_| g.op()).collect();
     manual_clock(seed, &mut setup, &mut ops);
     alters(seed, &setup, &mut ops);
+    power_losses(seed, &mut setup, &mut ops);
     let full = |raw| Op::Scan {
         bounds: Bounds::All,
         limit: None,
@@ -891,6 +906,20 @@ fn manual_clock(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
     *ops = out;
 }
 
+/// One sequence in six on the in-memory file system writes with `FsyncWal` and loses power
+/// once or twice. A generator of its own, as for the clock.
+fn power_losses(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9053_9053_9053_9053);
+    if setup.real_disk || !rng.random_bool(1.0 / 6.0) {
+        return;
+    }
+    setup.power_loss = true;
+    for _ in 0..rng.random_range(1..=2) {
+        let at = rng.random_range(0..=ops.len());
+        ops.insert(at, Op::PowerLoss(rng.random()));
+    }
+}
+
 /// About one sequence in three alters its table once or twice ([`AlterSpec`]), at random
 /// points. A generator of its own, as for the clock.
 fn alters(seed: u64, setup: &Setup, ops: &mut Vec<Op>) {
@@ -953,6 +982,8 @@ struct Engine {
     clock: Option<Arc<ManualClock>>,
     /// The table's settings now (the setup's, changed by `Op::Alter`).
     schema: Schema,
+    /// The simulated file system the engine runs on, if it does.
+    sim: Option<cellar::fs::SimFs>,
 }
 
 /// Every family setting of the table, as `Db::alter_table` takes them.
@@ -1089,9 +1120,15 @@ impl Engine {
             let dir = tmp.path().to_path_buf();
             (Some(tmp), dir)
         } else {
-            opts.fs = std::sync::Arc::new(cellar::fs::SimFs::new());
             (None, std::path::PathBuf::from("/db"))
         };
+        let sim = (!setup.real_disk).then(cellar::fs::SimFs::new);
+        if let Some(fs) = &sim {
+            opts.fs = Arc::new(fs.clone());
+        }
+        if setup.power_loss {
+            opts.default_durability = cellar::Durability::FsyncWal;
+        }
         let db = Db::open(&dir, opts.clone()).map_err(|e| engine_err("open", e))?;
         let schema = Schema {
             fams: setup.fams.clone(),
@@ -1115,6 +1152,7 @@ impl Engine {
             op_index: 0,
             clock,
             schema,
+            sim,
         })
     }
 
@@ -1142,6 +1180,37 @@ impl Engine {
         self.t = None;
         self.db = None;
         let db = Db::open(&self.dir, self.opts.clone()).map_err(|e| engine_err("reopen", e))?;
+        self.t = Some(db.table(TABLE).map_err(|e| engine_err("table", e))?);
+        self.db = Some(db);
+        Ok(())
+    }
+
+    /// Lose power now and open what the disk kept. Held scans are read first (they die with
+    /// the process), snapshots go.
+    fn power_loss(&mut self, seed: u64) -> Result<(), Divergence> {
+        while !self.held.is_empty() {
+            finish_held(self)?;
+        }
+        self.snaps.clear();
+        let sim = self
+            .sim
+            .as_ref()
+            .expect("power losses only on the simulated file system");
+        let policy = match seed % 4 {
+            0 => CrashPolicy::DropAll,
+            1 => CrashPolicy::KeepRandomPrefix,
+            2 => CrashPolicy::Tear { sector: 512 },
+            _ => CrashPolicy::Garble { sector: 512 },
+        };
+        // The image is taken while the engine still runs (a background flush or compaction
+        // may be half done); the old engine then closes on the old file system.
+        let crashed = sim.crash(policy, seed);
+        self.t = None;
+        self.db = None;
+        self.opts.fs = Arc::new(crashed.clone());
+        self.sim = Some(crashed);
+        let db = Db::open(&self.dir, self.opts.clone())
+            .map_err(|e| engine_err(&format!("open after a power loss ({policy:?})"), e))?;
         self.t = Some(db.table(TABLE).map_err(|e| engine_err("table", e))?);
         self.db = Some(db);
         Ok(())
@@ -2337,6 +2406,18 @@ fn exec(
             }
         }
         Op::FinishHeld => return finish_held(eng),
+        Op::PowerLoss(seed) => {
+            eng.power_loss(*seed)?;
+            // As a reopen: the open flushes what it replayed, and that flush purges.
+            if FLUSH_PURGES {
+                model.compactions.push(Compaction {
+                    seq: model.seq,
+                    family: None,
+                    purges_markers: false,
+                    partial: false,
+                });
+            }
+        }
         Op::RecreateFamily(f) => {
             let name = eng.schema.fams[*f].name.clone();
             let mut without = eng.schema.descriptor();
@@ -2623,7 +2704,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => "write",
         Op::Rmw(..) => "rmw",
         Op::Flush => "flush",
-        Op::Reopen => "reopen",
+        Op::Reopen | Op::PowerLoss(_) => "reopen",
         Op::Snapshot | Op::Release(_) => "snapshot",
         Op::Get(..) => "get",
         Op::GetMany(..) => "get_many",
