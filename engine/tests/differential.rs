@@ -42,7 +42,10 @@
 //!   once or twice (`PowerLoss`: `SimFs::crash` under one of its four policies, taken while
 //!   background flushes and compactions may be half done, then `Db::open` of the image). Every
 //!   acknowledged write and table change must be there, and sequence numbers must go on
-//!   increasing; held scans are read and snapshots dropped first, as for a reopen.
+//!   increasing; held scans are read and snapshots dropped first, as for a reopen. Of the
+//!   other in-memory sequences one in six is killed once or twice instead (`Kill`:
+//!   `SimFs::fork`, the OS's copy with nothing of a clean close): their `SyncWal` writes must
+//!   all be there.
 //!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
 //!   level), the others at two. Settings that change no result vary the read paths: BLOCKSIZE
 //!   1 KiB with padded values in half (files of several blocks), LZ4, the block cache off or
@@ -383,6 +386,9 @@ enum Op {
     /// number picks, some of what was not; the engine opens the crashed image. Every write
     /// asked for `FsyncWal`, so every acknowledged write and admin change must be there.
     PowerLoss(u64),
+    /// The process is killed (SIGKILL): what it wrote into the OS stays, synced or not, and
+    /// nothing of a clean close runs. Writes at the default `SyncWal` must all be there.
+    Kill,
     /// Drop family `f` (`alter_table` without it) and add it back with the same settings: its
     /// cells are gone, and it starts empty under a new family id (the old id's files,
     /// memstore and WAL records must not reach it).
@@ -910,13 +916,20 @@ fn manual_clock(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
 /// once or twice. A generator of its own, as for the clock.
 fn power_losses(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x9053_9053_9053_9053);
-    if setup.real_disk || !rng.random_bool(1.0 / 6.0) {
+    if setup.real_disk {
         return;
     }
-    setup.power_loss = true;
-    for _ in 0..rng.random_range(1..=2) {
-        let at = rng.random_range(0..=ops.len());
-        ops.insert(at, Op::PowerLoss(rng.random()));
+    if rng.random_bool(1.0 / 6.0) {
+        setup.power_loss = true;
+        for _ in 0..rng.random_range(1..=2) {
+            let at = rng.random_range(0..=ops.len());
+            ops.insert(at, Op::PowerLoss(rng.random()));
+        }
+    } else if rng.random_bool(0.2) {
+        for _ in 0..rng.random_range(1..=2) {
+            let at = rng.random_range(0..=ops.len());
+            ops.insert(at, Op::Kill);
+        }
     }
 }
 
@@ -1187,7 +1200,8 @@ impl Engine {
 
     /// Lose power now and open what the disk kept. Held scans are read first (they die with
     /// the process), snapshots go.
-    fn power_loss(&mut self, seed: u64) -> Result<(), Divergence> {
+    /// `seed` `None`: the process is killed instead (`SimFs::fork`: the OS keeps every write).
+    fn power_loss(&mut self, seed: Option<u64>) -> Result<(), Divergence> {
         while !self.held.is_empty() {
             finish_held(self)?;
         }
@@ -1195,22 +1209,25 @@ impl Engine {
         let sim = self
             .sim
             .as_ref()
-            .expect("power losses only on the simulated file system");
-        let policy = match seed % 4 {
+            .expect("crashes only on the simulated file system");
+        let policy = seed.map(|seed| match seed % 4 {
             0 => CrashPolicy::DropAll,
             1 => CrashPolicy::KeepRandomPrefix,
             2 => CrashPolicy::Tear { sector: 512 },
             _ => CrashPolicy::Garble { sector: 512 },
-        };
+        });
         // The image is taken while the engine still runs (a background flush or compaction
         // may be half done); the old engine then closes on the old file system.
-        let crashed = sim.crash(policy, seed);
+        let crashed = match (policy, seed) {
+            (Some(policy), Some(seed)) => sim.crash(policy, seed),
+            _ => sim.fork(),
+        };
         self.t = None;
         self.db = None;
         self.opts.fs = Arc::new(crashed.clone());
         self.sim = Some(crashed);
         let db = Db::open(&self.dir, self.opts.clone())
-            .map_err(|e| engine_err(&format!("open after a power loss ({policy:?})"), e))?;
+            .map_err(|e| engine_err(&format!("open after a crash ({policy:?})"), e))?;
         self.t = Some(db.table(TABLE).map_err(|e| engine_err("table", e))?);
         self.db = Some(db);
         Ok(())
@@ -2406,8 +2423,12 @@ fn exec(
             }
         }
         Op::FinishHeld => return finish_held(eng),
-        Op::PowerLoss(seed) => {
-            eng.power_loss(*seed)?;
+        Op::PowerLoss(_) | Op::Kill => {
+            let seed = match op {
+                Op::PowerLoss(seed) => Some(*seed),
+                _ => None,
+            };
+            eng.power_loss(seed)?;
             // As a reopen: the open flushes what it replayed, and that flush purges.
             if FLUSH_PURGES {
                 model.compactions.push(Compaction {
@@ -2704,7 +2725,7 @@ fn kind(op: &Op) -> &'static str {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => "write",
         Op::Rmw(..) => "rmw",
         Op::Flush => "flush",
-        Op::Reopen | Op::PowerLoss(_) => "reopen",
+        Op::Reopen | Op::PowerLoss(_) | Op::Kill => "reopen",
         Op::Snapshot | Op::Release(_) => "snapshot",
         Op::Get(..) => "get",
         Op::GetMany(..) => "get_many",
