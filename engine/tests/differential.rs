@@ -46,6 +46,11 @@
 //!   other in-memory sequences one in six is killed once or twice instead (`Kill`:
 //!   `SimFs::fork`, the OS's copy with nothing of a clean close): their `SyncWal` writes must
 //!   all be there.
+//! - One sequence in three has a second table (`SECOND`, two NEW_VERSION_BEHAVIOR families,
+//!   one named as a family of the first table) with its own multi-row batches of puts and
+//!   markers at explicit timestamps, full and raw scans held to its own model, and truncates,
+//!   interleaved with everything above: both tables share the WAL, memstore generations,
+//!   flushes, sequence numbers and manifest.
 //!   Half the sequences make a compaction due at one L0 file (so lone flushes are moved down a
 //!   level), the others at two. Settings that change no result vary the read paths: BLOCKSIZE
 //!   1 KiB with padded values in half (files of several blocks), LZ4, the block cache off or
@@ -172,6 +177,8 @@ struct Setup {
     /// Writes ask for `FsyncWal` and the sequence has [`Op::PowerLoss`]es (in-memory file
     /// system only).
     power_loss: bool,
+    /// A second table, [`SECOND`], beside the first in the same database (see [`UMut`]).
+    second_table: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -389,6 +396,12 @@ enum Op {
     /// The process is killed (SIGKILL): what it wrote into the OS stays, synced or not, and
     /// nothing of a clean close runs. Writes at the default `SyncWal` must all be there.
     Kill,
+    /// One `Db::write` of mutations of the second table.
+    UWrite(Vec<UMut>),
+    /// Read the whole second table (all versions, then raw) and compare it with its model.
+    UScan,
+    /// Drop the second table and create it again.
+    UTruncate,
     /// Drop family `f` (`alter_table` without it) and add it back with the same settings: its
     /// cells are gone, and it starts empty under a new family id (the old id's files,
     /// memstore and WAL records must not reach it).
@@ -450,6 +463,7 @@ fn gen_setup(rng: &mut StdRng, storage: &mut StdRng) -> Setup {
         few_open_files: storage.random_bool(0.2),
         manual_clock: None,
         power_loss: false,
+        second_table: false,
     }
 }
 
@@ -840,6 +854,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
     manual_clock(seed, &mut setup, &mut ops);
     alters(seed, &setup, &mut ops);
     power_losses(seed, &mut setup, &mut ops);
+    second_table(seed, &mut setup, &mut ops);
     let full = |raw| Op::Scan {
         bounds: Bounds::All,
         limit: None,
@@ -857,6 +872,9 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
     };
     ops.push(full(false));
     ops.push(full(true));
+    if setup.second_table {
+        ops.push(Op::UScan);
+    }
     (setup, ops)
 }
 
@@ -910,6 +928,95 @@ fn manual_clock(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
         out.push(op);
     }
     *ops = out;
+}
+
+/// The second table: two NEW_VERSION_BEHAVIOR families (so its model holds exactly whatever
+/// flushes, compactions and crashes did), one named as a family of the first table. Its
+/// writes share the database's WAL, memstore generations, flushes, sequence numbers and
+/// manifest with the first table's, so a cell routed by family name instead of family id, a
+/// replay into the wrong table or a drop of one table reaching the other shows as a
+/// difference. Timestamps are explicit (no clock involved).
+const SECOND: &str = "u";
+
+fn second_fams() -> Vec<FamSpec> {
+    let fam = |name: &str, versions| FamSpec {
+        name: name.into(),
+        versions,
+        min_versions: 0,
+        keep_deleted: false,
+        nvb: true,
+        ttl: None,
+    };
+    vec![fam("f0", 2), fam("h", 1)]
+}
+
+fn second_descriptor() -> TableDescriptor {
+    second_fams()
+        .iter()
+        .fold(TableDescriptor::new(SECOND), |d, f| {
+            d.family(
+                FamilyDescriptor::new(f.name.clone())
+                    .max_versions(f.versions)
+                    .new_version_behavior(true)
+                    .bloom(BloomType::Row),
+            )
+        })
+}
+
+/// A mutation of the second table: row, family, qualifier, explicit timestamp, and a value
+/// (a put) or the marker type.
+#[derive(Debug, Clone)]
+struct UMut {
+    row: usize,
+    fam: usize,
+    qual: usize,
+    ts: u64,
+    kind: Result<String, CellType>,
+}
+
+/// One sequence in three also has a second table with its own writes, reads and truncates,
+/// interleaved with the first table's operations. A generator of its own.
+fn second_table(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5EC0_5EC0_5EC0_5EC0);
+    if !rng.random_bool(1.0 / 3.0) {
+        return;
+    }
+    setup.second_table = true;
+    let mut values = 0;
+    let mut inserts = Vec::new();
+    for _ in 0..rng.random_range(3..=8) {
+        let muts = (0..rng.random_range(1..=4))
+            .map(|_| {
+                let kind = match rng.random_range(0..10) {
+                    0..6 => {
+                        values += 1;
+                        Ok(format!("u{values}"))
+                    }
+                    6..8 => Err(CellType::Delete),
+                    8 => Err(CellType::DeleteColumn),
+                    _ => Err(CellType::DeleteFamily),
+                };
+                UMut {
+                    row: rng.random_range(0..ROWS.len()),
+                    fam: rng.random_range(0..2),
+                    qual: rng.random_range(0..QUALS.len()),
+                    ts: rng.random_range(1..=10),
+                    kind,
+                }
+            })
+            .collect();
+        inserts.push(Op::UWrite(muts));
+    }
+    for _ in 0..rng.random_range(1..=3) {
+        inserts.push(Op::UScan);
+    }
+    if rng.random_bool(0.3) {
+        inserts.push(Op::UTruncate);
+    }
+    for op in inserts {
+        let at = rng.random_range(0..=ops.len());
+        ops.insert(at, op);
+    }
 }
 
 /// One sequence in six on the in-memory file system writes with `FsyncWal` and loses power
@@ -997,6 +1104,8 @@ struct Engine {
     schema: Schema,
     /// The simulated file system the engine runs on, if it does.
     sim: Option<cellar::fs::SimFs>,
+    /// The second table's model, if the sequence has one.
+    second: Option<Model>,
 }
 
 /// Every family setting of the table, as `Db::alter_table` takes them.
@@ -1152,6 +1261,23 @@ impl Engine {
         };
         db.create_table(schema.descriptor())
             .map_err(|e| engine_err("create_table", e))?;
+        // Flushes and compactions may drop cells of the second table at any point: raw reads
+        // of it may only lose cells (duplicates, versions beyond VERSIONS); its
+        // NEW_VERSION_BEHAVIOR reads must still match exactly. One record standing for all.
+        let second = setup.second_table.then(|| {
+            let mut m = Model::new(second_fams());
+            m.compactions.push(Compaction {
+                seq: 0,
+                family: None,
+                purges_markers: false,
+                partial: false,
+            });
+            m
+        });
+        if second.is_some() {
+            db.create_table(second_descriptor())
+                .map_err(|e| engine_err("create_table (second)", e))?;
+        }
         let t = db.table(TABLE).map_err(|e| engine_err("table", e))?;
         Ok(Engine {
             _tmp: tmp,
@@ -1166,6 +1292,7 @@ impl Engine {
             clock,
             schema,
             sim,
+            second,
         })
     }
 
@@ -2423,6 +2550,93 @@ fn exec(
             }
         }
         Op::FinishHeld => return finish_held(eng),
+        Op::UWrite(muts) => {
+            let mut b = WriteBatch::new();
+            let mut cells = Vec::new();
+            let names = second_fams();
+            for m in muts {
+                let (fam, qual) = (names[m.fam].name.as_str(), QUALS[m.qual]);
+                let row = ROWS[m.row];
+                b = match &m.kind {
+                    Ok(v) => b.put(SECOND, Put::new(row).add_at(fam, qual, m.ts, v.as_str())),
+                    Err(CellType::Delete) => {
+                        b.delete(SECOND, Delete::new(row).column_at(fam, qual, m.ts))
+                    }
+                    Err(CellType::DeleteColumn) => {
+                        b.delete(SECOND, Delete::new(row).columns_at(fam, qual, m.ts))
+                    }
+                    Err(_) => b.delete(SECOND, Delete::new(row).family_at(fam, m.ts)),
+                };
+                let marker = m.kind.as_ref().err().copied();
+                cells.push(NewCell {
+                    row: row.as_bytes().to_vec(),
+                    fam: m.fam,
+                    qual: if marker == Some(CellType::DeleteFamily) {
+                        Vec::new()
+                    } else {
+                        qual.as_bytes().to_vec()
+                    },
+                    ts: m.ts,
+                    ty: marker.unwrap_or(CellType::Put),
+                    value: m
+                        .kind
+                        .as_ref()
+                        .map_or(Vec::new(), |v| v.as_bytes().to_vec()),
+                    cell_ttl: None,
+                });
+            }
+            let seq = eng
+                .db()
+                .write(b, WriteOptions::default())
+                .map_err(|e| engine_err("write (second table)", e))?;
+            if seq <= eng.last_seq {
+                return Err(fail(format!(
+                    "write got sequence number {seq}, not above the previous {}",
+                    eng.last_seq
+                )));
+            }
+            eng.last_seq = seq;
+            eng.second.as_mut().expect("second table").apply(cells);
+        }
+        Op::UScan => {
+            let u = eng.db().table(SECOND).map_err(|e| engine_err("table", e))?;
+            let um = eng.second.as_ref().expect("second table");
+            for raw in [false, true] {
+                let q = ReadQ {
+                    selection: Selection::new(),
+                    max_versions: u32::MAX,
+                    range: (0, u64::MAX),
+                    raw,
+                    read_point: um.seq,
+                    now: eng.now(),
+                };
+                let s = if raw {
+                    Scan::new().all_versions().raw()
+                } else {
+                    Scan::new().all_versions()
+                };
+                let actual = scan_engine(&u, s)?;
+                let expected = um.scan(|_| true, None, &q);
+                compare(um, &q, None, expected.clone(), || expected, actual).map_err(|mut d| {
+                    d.what = format!(
+                        "second table, {} scan: {}",
+                        if raw { "raw" } else { "full" },
+                        d.what
+                    );
+                    d
+                })?;
+            }
+            return Ok(Outcome::Compared { non_empty: true });
+        }
+        Op::UTruncate => {
+            eng.db()
+                .drop_table(SECOND)
+                .map_err(|e| engine_err("drop_table (second)", e))?;
+            eng.db()
+                .create_table(second_descriptor())
+                .map_err(|e| engine_err("create_table (second)", e))?;
+            eng.second.as_mut().expect("second table").entries.clear();
+        }
         Op::PowerLoss(_) | Op::Kill => {
             let seed = match op {
                 Op::PowerLoss(seed) => Some(*seed),
@@ -2734,7 +2948,9 @@ fn kind(op: &Op) -> &'static str {
         Op::Scan { .. } => "scan",
         Op::MajorCompact { .. } | Op::Compact => "compact",
         Op::Tick(_) => "tick",
-        Op::Alter(_) | Op::RecreateFamily(_) | Op::Truncate => "alter",
+        Op::Alter(_) | Op::RecreateFamily(_) | Op::Truncate | Op::UTruncate => "alter",
+        Op::UWrite(_) => "write",
+        Op::UScan => "scan",
     }
 }
 
