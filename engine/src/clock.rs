@@ -8,8 +8,13 @@
 //! a test can write a cell, read it, move the clock past its TTL and read again, with flushes
 //! and compactions in between, and know exactly which side of the boundary each step ran on.
 //!
-//! The rules assume the clock does not go backwards (a purge judges a cell expired for good,
-//! SPEC.md §20.2): [`ManualClock`] only moves forward; the system clock is taken as it is.
+//! The rules assume the clock does not go backwards: a purge judges a cell expired for good
+//! (SPEC.md §20.2), and a write at LATEST must not land below the one before it, where the
+//! newer value would hide behind the older. [`ManualClock`] only moves forward, and
+//! [`SystemClock`] never reads earlier than it already did: when the wall clock is stepped
+//! back (NTP, a VM restored), it holds at its highest reading until the wall clock passes
+//! it, so writes at LATEST meanwhile share that timestamp and the later write wins by its
+//! sequence number. Across a restart the wall clock is taken as it is.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,13 +27,25 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn now_ms(&self) -> Timestamp;
 }
 
-/// The system's wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+/// The system's wall clock, held from going backwards (see the module documentation).
+#[derive(Debug, Default)]
+pub struct SystemClock {
+    highest: Monotonic,
+}
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> Timestamp {
-        crate::types::now_ms()
+        self.highest.read(crate::types::now_ms())
+    }
+}
+
+/// The highest reading so far: a reading below it is raised to it.
+#[derive(Debug, Default)]
+struct Monotonic(AtomicU64);
+
+impl Monotonic {
+    fn read(&self, wall: Timestamp) -> Timestamp {
+        self.0.fetch_max(wall, Ordering::Relaxed).max(wall)
     }
 }
 
@@ -89,9 +106,19 @@ mod tests {
     }
 
     #[test]
+    fn a_wall_clock_stepped_back_holds_at_its_highest_reading() {
+        let m = Monotonic::default();
+        assert_eq!(m.read(1_000), 1_000);
+        assert_eq!(m.read(1_005), 1_005);
+        assert_eq!(m.read(400), 1_005, "stepped back: held");
+        assert_eq!(m.read(1_004), 1_005);
+        assert_eq!(m.read(1_010), 1_010, "passed again: follows");
+    }
+
+    #[test]
     fn the_system_clock_reads_the_wall_clock() {
         let before = crate::types::now_ms();
-        let t = SystemClock.now_ms();
+        let t = SystemClock::default().now_ms();
         assert!(t >= before && t <= crate::types::now_ms());
         // 2020-01-01 in ms: a clock reading 0 (an error mapped to zero) would fail here.
         assert!(t > 1_577_836_800_000);

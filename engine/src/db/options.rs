@@ -87,7 +87,7 @@ impl Default for Options {
             block_cache_bytes: 256 << 20,
             block_cache_meta_ratio: 0.25,
             max_open_files: 1000,
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(SystemClock::default()),
         };
         debug_assert_eq!(opts.memory_budget_bytes(), DEFAULT_MEMORY_BUDGET as u64);
         opts
