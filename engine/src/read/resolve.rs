@@ -303,16 +303,7 @@ impl<'q> RowResolver<'q> {
     /// [`RowResolver::push`] for a cell with tags: a per-cell TTL in them (SPEC.md §13 rule 7)
     /// expires the cell on its own.
     pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Verdict {
-        // The column starts with its first cell, visible or not: `column_done` must describe
-        // the column of the cell just pushed, or a reader skipping a finished column would
-        // skip the next column's visible versions after its invisible ones.
-        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
-            let selected = self
-                .params
-                .columns
-                .is_none_or(|c| c.contains(key.qualifier));
-            self.column.start(key.qualifier, selected);
-        }
+        self.enter_column(key.qualifier);
         // MVCC: a read sees exactly the writes with seq <= its read point; a marker written
         // later masks nothing yet.
         if key.seq > self.params.read_point {
@@ -384,19 +375,23 @@ impl<'q> RowResolver<'q> {
         }
     }
 
+    /// The column starts with its first cell, visible or not: `column_done` must describe the
+    /// column of the cell just pushed, or a reader skipping a finished column would skip the
+    /// next column's visible versions after its invisible ones.
+    fn enter_column(&mut self, qualifier: &[u8]) {
+        if !self.column.started || self.column.qualifier.as_slice() != qualifier {
+            let selected = self.params.columns.is_none_or(|c| c.contains(qualifier));
+            self.column.start(qualifier, selected);
+        }
+    }
+
     /// Compaction's view of a put that carries a per-cell TTL not yet run out: whether the
     /// oldest read point sees it and whether a marker masks it, without letting it count as a
     /// version or shadow an older write at its timestamp. A read counts it while it lives, but
     /// it will stop counting by itself, and what it outranks now must still be there then
     /// (SPEC.md §20.2). Only for puts; the column is tracked as [`RowResolver::push`] does.
     pub fn push_uncounted(&mut self, key: &KeyRef<'_>) -> Verdict {
-        if !self.column.started || self.column.qualifier.as_slice() != key.qualifier {
-            let selected = self
-                .params
-                .columns
-                .is_none_or(|c| c.contains(key.qualifier));
-            self.column.start(key.qualifier, selected);
-        }
+        self.enter_column(key.qualifier);
         if key.seq > self.params.read_point {
             return Verdict::Invisible;
         }
