@@ -265,3 +265,51 @@ fn the_clock_option_sets_latest_timestamps_and_family_ttl_expiry() {
         "compaction purged it"
     );
 }
+
+/// Files whose every cell is past the family TTL go by themselves: the TTL pick (SPEC.md
+/// §20.1) finds them due once the clock passes their newest timestamp plus the TTL, and the
+/// compaction leaves nothing — no major compaction asked for. Before that instant they stay.
+#[test]
+fn files_past_the_family_ttl_are_compacted_away_when_the_clock_passes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let fam = FamilyDescriptor::new("f").ttl(Duration::from_millis(1_000));
+    let db = open_clocked(dir.path(), fam, clock.clone());
+    let t = db.table("t").unwrap();
+    // Three files, newest timestamps 10,000, 10,500 and 11,000.
+    for (i, at) in [10_000u64, 10_500, 11_000].into_iter().enumerate() {
+        clock.set(at);
+        for r in 0..20 {
+            t.put(Put::new(format!("{i}-{r:02}")).add("f", "q", "v"))
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().live_files, 3);
+    // At 11,000: nothing expired yet (10,000 + 1,000 is not below 11,000).
+    db.wait_for_compactions().unwrap();
+    assert_eq!(t.scan(Scan::new()).unwrap().count(), 60);
+    // At 11,501: the first two files are entirely past the TTL, the third is not.
+    clock.set(11_501);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(t.scan(Scan::new()).unwrap().count(), 20);
+    assert_eq!(
+        t.scan(Scan::new().raw()).unwrap().count(),
+        20,
+        "expired cells are gone"
+    );
+    let st = db.stats();
+    assert_eq!(st.live_files, 1, "the third file is untouched");
+    assert_eq!(
+        st.compaction.by_reason.get("ttl"),
+        Some(&2),
+        "{:?}",
+        st.compaction.by_reason
+    );
+    assert_eq!(st.compaction.by_reason.len(), 1, "only TTL picks ran");
+    // At 12,001 the last file goes too, and nothing is stored.
+    clock.set(12_001);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(t.scan(Scan::new().raw()).unwrap().count(), 0);
+    assert_eq!(db.stats().live_files, 0);
+}
