@@ -118,3 +118,47 @@ fn damage_to_the_last_manifest_edit_is_corruption() {
 fn every_byte() {
     sweep(None);
 }
+
+/// Found by the `db_damaged` fuzz target: one byte changed in the last flush's edit and one in
+/// the close marker after it. With both damaged nothing valid follows the flush's edit, so it
+/// read as a torn tail: the open dropped it, deleted the flush's files as unreferenced, and
+/// replayed from the log number before it, whose WAL segments that flush had deleted. A round
+/// of writes was gone without an error. Replay now takes the first segment's LINK, naming a
+/// segment at or after the manifest's log number that is missing, for a lost edit (SPEC.md
+/// §16.6).
+#[test]
+fn damage_to_the_last_flush_edit_and_the_close_marker_is_corruption() {
+    let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
+    let (manifest, ranges) = pristine
+        .files
+        .iter()
+        .find(|(p, _)| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
+        })
+        .expect("a manifest");
+    let payloads: Vec<(u64, u64)> = ranges
+        .iter()
+        .filter(|(c, _, _)| *c == "manifest.payload")
+        .map(|(_, s, e)| (*s, *e))
+        .collect();
+    let &(ms, me) = payloads.last().expect("the close marker");
+    let &(fs_, fe) = payloads
+        .iter()
+        .rev()
+        .find(|(s, e)| e - s > 40)
+        .expect("a flush edit");
+    assert!(fe <= ms, "the close marker follows the flush edit");
+    for (a, b) in [(fs_, ms), ((fs_ + fe) / 2, me - 1), (fe - 1, (ms + me) / 2)] {
+        let fs = pristine
+            .damaged(manifest, |bytes| {
+                bytes[a as usize] ^= 0x66;
+                bytes[b as usize] ^= 0x79;
+            })
+            .unwrap();
+        match open(fs) {
+            Err(e) => assert!(is_corruption(&e), "offsets {a}, {b}: {e}"),
+            Ok(_) => panic!("offsets {a}, {b}: a damaged acknowledged edit was dropped silently"),
+        }
+    }
+}

@@ -304,9 +304,20 @@ fn roll_and_delete_segments_before() {
     assert_eq!(w.delete_segments_before(4).unwrap(), 0);
     w.append(b"four", Durability::FsyncWal).unwrap();
     w.close().unwrap();
-    assert_eq!(
-        read_all(d.path(), RecoveryMode::Strict),
-        vec![(4, b"four".to_vec())]
+    // Replay from the log number the deletion implies (the engine logs it first).
+    let mut from_4 = Vec::new();
+    replay(&RealFs, d.path(), 4, RecoveryMode::Strict, |s, p| {
+        from_4.push((s, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(from_4, vec![(4, b"four".to_vec())]);
+    // From an older log number, the deleted segments are missing: segment 4's LINK names
+    // segment 3, which a replay from 0 should have found (SPEC.md §16.6).
+    let err = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |_, _| Ok(())).unwrap_err();
+    assert!(
+        matches!(&err, cellar::Error::Corruption { what, .. } if what.contains("segment 3, which is missing")),
+        "{err}"
     );
 }
 

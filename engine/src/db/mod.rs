@@ -971,16 +971,18 @@ impl DbInner {
             // Nothing to keep in the older segments (flushed, or of dropped families): without
             // this, every idle open would leave another preallocated segment behind.
             let current = inner.wal.stats().current_segment;
-            // Their records may carry the highest sequence numbers ever given (writes to a
-            // table or family dropped since, never flushed): the manifest records how far the
-            // numbers went before the segments go, or the next open would give them out again
-            // (SPEC.md §16.3). If the edit fails, the segments stay and the open fails.
+            // The manifest moves its log number past them before they go, as a flush's edit
+            // does: replay takes a segment missing at or after the log number for a lost edit
+            // (SPEC.md §16.6). Their records may also carry the highest sequence numbers ever
+            // given (writes to a table or family dropped since, never flushed): the edit
+            // records how far the numbers went, or the next open would give them out again
+            // (§16.3). If the edit fails, the segments stay and the open fails.
             {
                 let mut m = inner.manifest.lock();
                 let (man, state) = &mut *m;
-                if state.last_seq() < last_seq {
+                if state.last_seq() < last_seq || state.log_number() < current {
                     let edit = VersionEdit {
-                        last_seq: Some(last_seq),
+                        last_seq: Some(last_seq.max(state.last_seq())),
                         log_number: Some(current.max(state.log_number())),
                         ..VersionEdit::default()
                     };

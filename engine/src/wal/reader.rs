@@ -146,8 +146,34 @@ where
     for (i, (number, path)) in segs.iter().enumerate() {
         let is_last = i + 1 == segs.len();
         let out = scan_segment(fs, path, *number, mode, is_last, last, &mut apply)?;
-        if let (Some((linked, linked_end)), Some(prev)) = (out.link, previous) {
-            check_link(mode, *number, linked, linked_end, prev, &mut summary)?;
+        match (out.link, previous) {
+            (Some((linked, linked_end)), Some(prev)) => {
+                check_link(mode, *number, linked, linked_end, prev, &mut summary)?;
+            }
+            // The first segment read follows one that replay should have read too: the
+            // manifest's log number says the WAL from `from_segment` on was not flushed, yet
+            // that segment is gone. Segments are only deleted after an edit moved the log
+            // number past them, so that edit is what is missing (a damaged last manifest
+            // record taken for a torn one), with the data the flush it recorded wrote.
+            (Some((linked, linked_end)), None) if linked >= from_segment => {
+                let what = format!(
+                    "segment {number} follows segment {linked}, which is missing, though the                      manifest's log number {from_segment} says it was not flushed yet"
+                );
+                if mode != RecoveryMode::SkipCorrupted {
+                    return Err(Error::Corruption {
+                        file: path.with_file_name(segment_file_name(linked)),
+                        offset: 0,
+                        what,
+                    });
+                }
+                summary.skipped.push(SkippedRange {
+                    segment: linked,
+                    start: 0,
+                    end: linked_end,
+                    what,
+                });
+            }
+            _ => {}
         }
         previous = Some((*number, path.as_path(), out.end));
         summary.segments.push(*number);
