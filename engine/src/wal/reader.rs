@@ -157,7 +157,8 @@ where
             // record taken for a torn one), with the data the flush it recorded wrote.
             (Some((linked, linked_end)), None) if linked >= from_segment => {
                 let what = format!(
-                    "segment {number} follows segment {linked}, which is missing, though the                      manifest's log number {from_segment} says it was not flushed yet"
+                    "segment {number} follows segment {linked}, which is missing, though the \
+                     manifest's log number {from_segment} says it was not flushed yet"
                 );
                 if mode != RecoveryMode::SkipCorrupted {
                     return Err(Error::Corruption {
