@@ -9,8 +9,16 @@ use cellar::types::now_ms;
 use cellar::{Db, FamilyDescriptor, Get, ManualClock, Options, Put, Scan, TableDescriptor};
 
 fn open(dir: &std::path::Path, fam: FamilyDescriptor) -> Db {
+    open_with(dir, fam, None)
+}
+
+/// `open` on `clock` when given (background compaction off either way).
+fn open_with(dir: &std::path::Path, fam: FamilyDescriptor, clock: Option<Arc<ManualClock>>) -> Db {
     let mut o = Options::default();
     o.compaction.threads = 0;
+    if let Some(c) = clock {
+        o.clock = c;
+    }
     let db = Db::open(dir, o).unwrap();
     if !db.table_exists("t").unwrap() {
         db.create_table(TableDescriptor::new("t").family(fam))
@@ -159,15 +167,9 @@ fn a_live_cell_ttl_expires_while_the_database_runs() {
     assert!(reversed.is_empty());
 }
 
-/// A database on `clock` with the family `fam` in table "t" (background compaction off).
+/// A new database on `clock` with the family `fam` in table "t".
 fn open_clocked(dir: &std::path::Path, fam: FamilyDescriptor, clock: Arc<ManualClock>) -> Db {
-    let mut o = Options::default();
-    o.compaction.threads = 0;
-    o.clock = clock;
-    let db = Db::open(dir, o).unwrap();
-    db.create_table(TableDescriptor::new("t").family(fam))
-        .unwrap();
-    db
+    open_with(dir, fam, Some(clock))
 }
 
 /// SPEC.md §13 rule 7 says an expired cell counts as no version and shadows no older write.

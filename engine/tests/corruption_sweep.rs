@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use cellar::testkit::corruption::{
-    is_corruption, open, ClassTally, Outcome, Pristine, REQUIRED_CLASSES,
+    is_corruption, open, ClassTally, Outcome, Pristine, Range, REQUIRED_CLASSES,
 };
 
 /// Run the sweep with `per_class` offsets per (file, class) (`None`: every byte).
@@ -79,20 +79,25 @@ fn sampled_bit_flips_in_every_block_type_are_detected_or_harmless() {
     sweep(Some(k));
 }
 
-/// Regression (found by the sweep): a bit flip in the manifest's last edit of a cleanly closed
-/// database used to read as a torn append and be dropped, losing the last flush (its WAL
-/// segments already deleted). The close now appends an empty edit that attests the rest.
-#[test]
-fn damage_to_the_last_manifest_edit_is_corruption() {
-    let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
-    let (manifest, ranges) = pristine
+/// The manifest's path and classified ranges.
+fn manifest_of(pristine: &Pristine) -> &(std::path::PathBuf, Vec<Range>) {
+    pristine
         .files
         .iter()
         .find(|(p, _)| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
         })
-        .expect("a manifest");
+        .expect("a manifest")
+}
+
+/// Regression (found by the sweep): a bit flip in the manifest's last edit of a cleanly closed
+/// database used to read as a torn append and be dropped, losing the last flush (its WAL
+/// segments already deleted). The close now appends an empty edit that attests the rest.
+#[test]
+fn damage_to_the_last_manifest_edit_is_corruption() {
+    let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
+    let (manifest, ranges) = manifest_of(&pristine);
     // The last real edit (a flush's, naming files: large); the close marker after it, an empty
     // edit, is a few bytes.
     let (s, e) = ranges
@@ -129,14 +134,7 @@ fn every_byte() {
 #[test]
 fn damage_to_the_last_flush_edit_and_the_close_marker_is_corruption() {
     let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
-    let (manifest, ranges) = pristine
-        .files
-        .iter()
-        .find(|(p, _)| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
-        })
-        .expect("a manifest");
+    let (manifest, ranges) = manifest_of(&pristine);
     let payloads: Vec<(u64, u64)> = ranges
         .iter()
         .filter(|(c, _, _)| *c == "manifest.payload")

@@ -1327,8 +1327,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Lose power now and open what the disk kept. Held scans are read first (they die with
-    /// the process), snapshots go.
     /// A write returned `seq`: sequence numbers only go up, across reopens and crashes too.
     fn took_seq(&mut self, seq: u64) -> Result<(), Divergence> {
         if seq <= self.last_seq {
@@ -1341,37 +1339,33 @@ impl Engine {
         Ok(())
     }
 
-    /// `seed` `None`: the process is killed instead (`SimFs::fork`: the OS keeps every write).
+    /// Lose power now and open what the disk kept (`seed` `None`: the process is killed
+    /// instead — `SimFs::fork`, the OS keeps every write). The image is taken while the engine
+    /// still runs (a background flush or compaction may be half done); then, as for a reopen,
+    /// held scans are read from the old engine and snapshots go.
     fn power_loss(&mut self, seed: Option<u64>) -> Result<(), Divergence> {
-        while !self.held.is_empty() {
-            finish_held(self)?;
-        }
-        self.snaps.clear();
         let sim = self
             .sim
             .as_ref()
             .expect("crashes only on the simulated file system");
-        let policy = seed.map(|seed| match seed % 4 {
-            0 => CrashPolicy::DropAll,
-            1 => CrashPolicy::KeepRandomPrefix,
-            2 => CrashPolicy::Tear { sector: 512 },
-            _ => CrashPolicy::Garble { sector: 512 },
-        });
-        // The image is taken while the engine still runs (a background flush or compaction
-        // may be half done); the old engine then closes on the old file system.
-        let crashed = match (policy, seed) {
-            (Some(policy), Some(seed)) => sim.crash(policy, seed),
-            _ => sim.fork(),
+        let (crashed, what) = match seed {
+            Some(seed) => {
+                let policy = match seed % 4 {
+                    0 => CrashPolicy::DropAll,
+                    1 => CrashPolicy::KeepRandomPrefix,
+                    2 => CrashPolicy::Tear { sector: 512 },
+                    _ => CrashPolicy::Garble { sector: 512 },
+                };
+                (sim.crash(policy, seed), format!("{policy:?}"))
+            }
+            None => (sim.fork(), "kill".to_owned()),
         };
-        self.t = None;
-        self.db = None;
         self.opts.fs = Arc::new(crashed.clone());
         self.sim = Some(crashed);
-        let db = Db::open(&self.dir, self.opts.clone())
-            .map_err(|e| engine_err(&format!("open after a crash ({policy:?})"), e))?;
-        self.t = Some(db.table(TABLE).map_err(|e| engine_err("table", e))?);
-        self.db = Some(db);
-        Ok(())
+        self.reopen().map_err(|mut d| {
+            d.what = format!("after a crash ({what}): {}", d.what);
+            d
+        })
     }
 
     fn snapshot(&self, k: Option<usize>) -> Option<&(Snapshot, u64)> {
@@ -2504,6 +2498,19 @@ fn finish_held(eng: &mut Engine) -> Result<Outcome, Divergence> {
     Ok(Outcome::Compared { non_empty })
 }
 
+/// A flush may have run (every family, up to the model's latest write): flushes purge, so
+/// record one for `Model::compaction_allows`.
+fn flushed(model: &mut Model) {
+    if FLUSH_PURGES {
+        model.compactions.push(Compaction {
+            seq: model.seq,
+            family: None,
+            purges_markers: false,
+            partial: false,
+        });
+    }
+}
+
 fn exec(
     eng: &mut Engine,
     model: &mut Model,
@@ -2516,13 +2523,8 @@ fn exec(
             exec_write(eng, model, op, fams, setup.bg_compaction)?;
             // With a tiny write buffer a background flush may follow any write, and flushes
             // purge: allow for one after each.
-            if FLUSH_PURGES && setup.small_buffer {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: false,
-                    partial: false,
-                });
+            if setup.small_buffer {
+                flushed(model);
             }
             if setup.bg_compaction {
                 model.compactions.push(Compaction {
@@ -2535,27 +2537,13 @@ fn exec(
         }
         Op::Flush => {
             eng.db().flush().map_err(|e| engine_err("flush", e))?;
-            if FLUSH_PURGES {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: false,
-                    partial: false,
-                });
-            }
+            flushed(model);
         }
         Op::Reopen => {
             eng.reopen()?;
             // Opening flushes what the WAL replay put in the memstores (in the background),
             // and that flush purges like any other.
-            if FLUSH_PURGES {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: false,
-                    partial: false,
-                });
-            }
+            flushed(model);
         }
         Op::FinishHeld => return finish_held(eng),
         Op::UWrite(muts) => {
@@ -2648,14 +2636,7 @@ fn exec(
             };
             eng.power_loss(seed)?;
             // As a reopen: the open flushes what it replayed, and that flush purges.
-            if FLUSH_PURGES {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: false,
-                    partial: false,
-                });
-            }
+            flushed(model);
         }
         Op::RecreateFamily(f) => {
             let name = eng.schema.fams[*f].name.clone();
@@ -2722,14 +2703,7 @@ fn exec(
             major_compact(eng.db(), TABLE, family.map(|f| fams[f].name.as_str()))
                 .map_err(|e| engine_err("major compaction", e))?;
             // `major_compact` flushes every family first.
-            if FLUSH_PURGES {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: false,
-                    partial: false,
-                });
-            }
+            flushed(model);
             model.compactions.push(Compaction {
                 seq: model.seq,
                 family: *family,
