@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem};
 use crate::manifest::{self, current, LogSummary, ManifestState, VersionEdit};
 use crate::types::SeqNo;
-use crate::wal::record::{self, WalDecoded, WAL_HEADER_LEN};
+use crate::wal::record::{self, WalDecoded, WAL_MAX_HEADER_LEN};
 use crate::wal::{self, list_segments};
 
 /// One record of a manifest.
@@ -122,6 +122,8 @@ impl WalEntryKind {
 pub struct WalEntry {
     /// Segment number.
     pub segment: u64,
+    /// Record layout of its segment (from the segment's file name).
+    pub format: wal::WalFormat,
     /// Byte offset of the record in its segment.
     pub offset: u64,
     /// Bytes the record occupies (header and payload).
@@ -149,6 +151,7 @@ pub struct WalRecords<'a> {
 #[derive(Debug)]
 struct Segment {
     number: u64,
+    format: wal::WalFormat,
     path: PathBuf,
     file: Arc<dyn File>,
     len: u64,
@@ -186,9 +189,9 @@ impl Segment {
 
     /// The next record, `None` at the end of the segment's data.
     fn next_entry(&mut self) -> Result<Option<WalEntry>> {
-        self.load(WAL_HEADER_LEN)?;
-        if let Some(plen) = record::peek_wal_length(&self.buf) {
-            self.load(WAL_HEADER_LEN + plen as usize)?;
+        self.load(WAL_MAX_HEADER_LEN)?;
+        if let Some(len) = record::peek_wal_len(self.format, &self.buf) {
+            self.load(len)?;
         }
         let offset = self.pos;
         let corruption = |what: String| Error::Corruption {
@@ -196,12 +199,13 @@ impl Segment {
             offset,
             what,
         };
-        match record::decode_wal(&self.buf, self.number) {
+        match record::decode_wal(self.format, &self.buf, self.number) {
             Ok(WalDecoded::End) => Ok(None),
             Ok(WalDecoded::Seal { synced_upto, len }) => {
                 self.pos += len as u64;
                 Ok(Some(WalEntry {
                     segment: self.number,
+                    format: self.format,
                     offset,
                     len: len as u64,
                     kind: WalEntryKind::Seal,
@@ -219,6 +223,7 @@ impl Segment {
                 self.pos += len as u64;
                 Ok(Some(WalEntry {
                     segment: self.number,
+                    format: self.format,
                     offset,
                     len: len as u64,
                     kind: WalEntryKind::Link,
@@ -232,10 +237,11 @@ impl Segment {
                 // Advance first: a batch that does not decode still has valid framing, so the
                 // next record is found after it.
                 self.pos += r.len as u64;
-                let muts = batch::decode(r.payload)
+                let muts = batch::decode(r.payload, self.format)
                     .map_err(|what| corruption(format!("batch of seq {}: {what}", r.seq)))?;
                 Ok(Some(WalEntry {
                     segment: self.number,
+                    format: self.format,
                     offset,
                     len: r.len as u64,
                     kind: WalEntryKind::Batch,
@@ -280,6 +286,7 @@ impl Iterator for WalRecords<'_> {
                     Ok((file, len)) => {
                         self.current = Some(Segment {
                             number,
+                            format: wal::segment_format(&path),
                             path,
                             file,
                             len,
@@ -314,8 +321,8 @@ pub fn check_wal(fs: &dyn FileSystem, dir: &Path, log_number: u64) -> Result<wal
         &wal_dir(dir),
         log_number,
         wal::RecoveryMode::TolerateTornTail,
-        |seq, payload| {
-            batch::decode(payload)
+        |seq, payload, format| {
+            batch::decode(payload, format)
                 .map(drop)
                 .map_err(|what| Error::Corruption {
                     file: wal_dir(dir),
@@ -465,8 +472,9 @@ mod tests {
             .unwrap();
         let path = &segs.iter().find(|(n, _)| *n == first.segment).unwrap().1;
         let mut bytes = std::fs::read(path).unwrap();
-        // Flip a payload byte of the first batch: bad checksum, rest of that segment skipped.
-        bytes[first.offset as usize + WAL_HEADER_LEN + 2] ^= 0x40;
+        // Flip the last payload byte of the first batch: bad checksum, rest of that segment
+        // skipped.
+        bytes[(first.offset + first.len) as usize - 1] ^= 0x40;
         std::fs::write(path, bytes).unwrap();
         let items: Vec<Result<WalEntry>> = wal_records(&RealFs, d.path()).unwrap().collect();
         let errs: Vec<&Error> = items.iter().filter_map(|r| r.as_ref().err()).collect();

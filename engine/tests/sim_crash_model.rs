@@ -207,20 +207,20 @@ fn torn_unsynced_wal_sector_is_a_torn_tail_not_corruption() {
     let seg = fs
         .files()
         .into_iter()
-        .rfind(|p| p.to_string_lossy().ends_with(".wal"))
+        .rfind(|p| p.to_string_lossy().ends_with(".wal2"))
         .unwrap();
     let mut bytes = fs.contents(&seg).unwrap();
-    // Walk the records (33-byte header, payload length at 4..8) to find r2's.
-    const HEADER: usize = cellar::wal::record::WAL_HEADER_LEN;
+    // Walk the records to find r2's.
     let mut recs = Vec::new();
     let mut off = 0usize;
-    while off + HEADER <= bytes.len() && bytes[off..off + HEADER].iter().any(|&b| b != 0) {
-        let len = u32::from_le_bytes(bytes[off + 4..off + 8].try_into().unwrap()) as usize;
-        recs.push((off, off + HEADER + len));
-        off += HEADER + len;
+    while let Some((header, len)) =
+        cellar::wal::record::peek_wal_header(cellar::wal::WalFormat::V2, &bytes[off..])
+    {
+        recs.push((off, off + header, off + header + len));
+        off += header + len;
     }
-    let (start, end) = *recs.iter().find(|(s, e)| e - s > 2000).unwrap();
-    let sector = (start + HEADER).div_ceil(512) * 512;
+    let (_, payload, end) = *recs.iter().find(|(s, _, e)| e - s > 2000).unwrap();
+    let sector = payload.div_ceil(512) * 512;
     assert!(sector + 512 <= end);
     bytes[sector..sector + 512].fill(0);
     let crashed = fs.crash(CrashPolicy::DropAll, 0);

@@ -142,7 +142,7 @@ fn crash_once(backend: &str, durability: &str, kill_after: usize) {
         dir.path(),
         0,
         RecoveryMode::TolerateTornTail,
-        |seq, p| {
+        |seq, p, _| {
             recovered.push((seq, String::from_utf8(p.to_vec()).unwrap()));
             Ok(())
         },
@@ -179,7 +179,7 @@ fn crash_once(backend: &str, durability: &str, kill_after: usize) {
     );
     w.close().unwrap();
     let mut n = 0;
-    replay(&RealFs, dir.path(), 0, RecoveryMode::Strict, |_, _| {
+    replay(&RealFs, dir.path(), 0, RecoveryMode::Strict, |_, _, _| {
         n += 1;
         Ok(())
     })

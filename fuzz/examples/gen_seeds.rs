@@ -58,6 +58,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut link = Vec::new();
         encode_link(2, 1, 4096, &mut link);
         put("wal_record", "link", &link)?;
+        // The legacy layout and batch version, which replay still reads (SPEC.md §16.2.1).
+        let batch_v1 = cellar::batch::encode_v1(&[Mutation {
+            family: 1,
+            row: b"row1".to_vec(),
+            qualifier: b"q".to_vec(),
+            timestamp: 7,
+            cell_type: cellar_format::CellType::Put,
+            value: b"v".to_vec(),
+            tags: b"\x01\x00\x01t".to_vec(),
+        }]);
+        put("write_batch", "v1_tagged", &batch_v1)?;
+        let mut rec_v1 = Vec::new();
+        cellar::wal::record::encode_wal_v1(2, 5, 4096, &batch_v1, &mut rec_v1);
+        put("wal_record", "batch_record_v1", &rec_v1)?;
         // wal_replay takes its first byte as segment 1's length; the rest is segment 2.
         // Segment 1: an unsynced record, a record written after an fdatasync covered the first,
         // and the seal of a clean close; segment 2: its LINK, then a record.

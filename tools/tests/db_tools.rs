@@ -302,9 +302,11 @@ fn verify_reports_wal_and_manifest_damage() {
         .path()
         .join("db")
         .join("wal")
-        .join(format!("{:020}.wal", first["segment"].as_u64().unwrap()));
+        .join(format!("{:020}.wal2", first["segment"].as_u64().unwrap()));
+    assert_eq!(first["format"], "v2");
     let mut bytes = std::fs::read(&seg).unwrap();
-    let at = first["offset"].as_u64().unwrap() as usize + 40;
+    // The last byte of its payload.
+    let at = (first["offset"].as_u64().unwrap() + first["len"].as_u64().unwrap()) as usize - 1;
     bytes[at] ^= 0xff;
     std::fs::write(&seg, bytes).unwrap();
     let r = cellar(&["verify", "db", "--format", "json"], d.path());

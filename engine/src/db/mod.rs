@@ -1177,27 +1177,34 @@ fn replay_wal(
         .map(|(id, d)| (*id, d.name.as_bytes().to_vec()))
         .collect();
     let mut applied = 0u64;
-    let summary = wal::replay(fs, wal_dir, state.log_number(), mode, |seq, payload| {
-        let muts = crate::batch::decode(payload).map_err(|what| Error::Corruption {
-            file: wal_dir.to_path_buf(),
-            offset: 0,
-            what: format!("batch of seq {seq}: {what}"),
-        })?;
-        let mut any = false;
-        for m in muts {
-            // A family dropped since, or already flushed past this batch, takes nothing.
-            let (Some(name), Some(mems)) = (names.get(&m.family), sv.mems.get(&m.family)) else {
-                continue;
-            };
-            if seq <= state.flushed_seq(m.family) {
-                continue;
+    let summary = wal::replay(
+        fs,
+        wal_dir,
+        state.log_number(),
+        mode,
+        |seq, payload, format| {
+            let muts = crate::batch::decode(payload, format).map_err(|what| Error::Corruption {
+                file: wal_dir.to_path_buf(),
+                offset: 0,
+                what: format!("batch of seq {seq}: {what}"),
+            })?;
+            let mut any = false;
+            for m in muts {
+                // A family dropped since, or already flushed past this batch, takes nothing.
+                let (Some(name), Some(mems)) = (names.get(&m.family), sv.mems.get(&m.family))
+                else {
+                    continue;
+                };
+                if seq <= state.flushed_seq(m.family) {
+                    continue;
+                }
+                mems.active.insert(&m.key(name, seq), m.value, m.tags)?;
+                any = true;
             }
-            mems.active.insert(&m.key(name, seq), m.value, m.tags)?;
-            any = true;
-        }
-        applied += u64::from(any);
-        Ok(())
-    })?;
+            applied += u64::from(any);
+            Ok(())
+        },
+    )?;
     if let Some(t) = &summary.torn_tail {
         tracing::warn!(
             ?t,

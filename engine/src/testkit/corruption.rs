@@ -26,7 +26,7 @@ use std::sync::Arc;
 use crate::format::block::BLOCK_TRAILER_LEN;
 use crate::format::{HFileReader, TRAILER_LEN};
 use crate::fs::SimFs;
-use crate::wal::record::{HEADER_LEN as MANIFEST_HEADER, WAL_HEADER_LEN};
+use crate::wal::record::{peek_wal_header, HEADER_LEN as MANIFEST_HEADER};
 use crate::wal::WalOptions;
 use crate::{
     BloomType, Db, Durability, Error, FamilyDescriptor, Get, Options, Put, Scan, TableDescriptor,
@@ -189,30 +189,33 @@ pub fn classify(name: &str, bytes: &[u8]) -> Result<Vec<Range>, String> {
     if name == crate::manifest::CURRENT {
         return Ok(vec![("current", 0, len)]);
     }
-    // WAL segments and manifests share the record framing.
-    let (h, p, z, header) = if name.starts_with(crate::manifest::log::MANIFEST_PREFIX) {
-        (
-            "manifest.header",
-            "manifest.payload",
-            "manifest.tail",
-            MANIFEST_HEADER as u64,
-        )
+    // WAL segments and manifests share the record framing (WAL headers vary in length).
+    let wal = !name.starts_with(crate::manifest::log::MANIFEST_PREFIX);
+    let (h, p, z) = if wal {
+        ("wal.header", "wal.payload", "wal.preallocated_tail")
     } else {
-        (
-            "wal.header",
-            "wal.payload",
-            "wal.preallocated_tail",
-            WAL_HEADER_LEN as u64,
-        )
+        ("manifest.header", "manifest.payload", "manifest.tail")
     };
+    let format = crate::wal::segment_format(Path::new(name));
     let mut out = Vec::new();
     let mut o = 0u64;
-    while o + header <= len {
-        let hdr = &bytes[o as usize..(o + header) as usize];
-        if hdr.iter().all(|&b| b == 0) {
-            break;
-        }
-        let n = u64::from(u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]));
+    loop {
+        let rest = &bytes[o as usize..];
+        let (header, n) = if wal {
+            match peek_wal_header(format, rest) {
+                Some((hl, n)) => (hl as u64, n as u64),
+                None => break,
+            }
+        } else {
+            let header = MANIFEST_HEADER as u64;
+            if o + header > len || rest[..header as usize].iter().all(|&b| b == 0) {
+                break;
+            }
+            (
+                header,
+                u64::from(u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]])),
+            )
+        };
         out.push((h, o, o + header));
         let end = (o + header).saturating_add(n).min(len);
         if end > o + header {

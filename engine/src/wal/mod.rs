@@ -57,9 +57,10 @@ use std::sync::Arc;
 
 pub use device::{BackendKind, WalDevice};
 pub use reader::{
-    list_segments, parse_segment_file_name, replay, segment_file_name, RecoveryMode, ReplaySummary,
-    SkippedRange, TornTail,
+    list_segments, parse_segment_file_name, parse_segment_name, replay, segment_file_name,
+    segment_file_name_v1, segment_format, RecoveryMode, ReplaySummary, SkippedRange, TornTail,
 };
+pub use record::WalFormat;
 pub use sync::SyncDevice;
 #[cfg(target_os = "linux")]
 pub use uring::UringDevice;
@@ -476,7 +477,7 @@ mod tests {
 
     fn collect(dir: &Path) -> Vec<(u64, Vec<u8>)> {
         let mut v = Vec::new();
-        replay(&RealFs, dir, 0, RecoveryMode::Strict, |s, p| {
+        replay(&RealFs, dir, 0, RecoveryMode::Strict, |s, p, _| {
             v.push((s, p.to_vec()));
             Ok(())
         })
@@ -529,7 +530,10 @@ mod tests {
         let p = d.path().join(segment_file_name(1));
         let f = crate::fs::FileSystem::open(&RealFs, &p).unwrap();
         // After "good" and the seal of the clean close.
-        let at = (2 * record::WAL_HEADER_LEN + 4) as u64;
+        let first = record::wal_framed_len(1, 0, 4) as u64;
+        let mut seal = Vec::new();
+        record::encode_seal(1, first, &mut seal);
+        let at = first + seal.len() as u64;
         let mut rec = Vec::new();
         record::encode_wal(1, 2, at, b"torn record", &mut rec);
         f.write_all_at(&rec[..rec.len() - 4], at).unwrap();
@@ -538,7 +542,7 @@ mod tests {
             d.path(),
             0,
             RecoveryMode::TolerateTornTail,
-            |_, _| Ok(()),
+            |_, _, _| Ok(()),
         )
         .unwrap();
         assert_eq!(s.torn_tail.as_ref().map(|t| t.offset), Some(at));
@@ -567,7 +571,7 @@ mod tests {
     }
 
     fn replay_in(dir: &Path, mode: RecoveryMode) -> Result<ReplaySummary> {
-        replay(&RealFs, dir, 0, mode, |_, _| Ok(()))
+        replay(&RealFs, dir, 0, mode, |_, _, _| Ok(()))
     }
 
     /// An older segment that lost records from its end, cut exactly at a record boundary,
@@ -578,21 +582,22 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         three_segments(d.path());
         assert_eq!(collect(d.path()).len(), 5);
+        // Three records of 2-byte payloads at seqs 1..=3, no synced_upto (SyncWal).
+        let rec = record::wal_framed_len(1, 0, 2) as u64;
+        let (cut, end) = (2 * rec, 3 * rec);
         let p = d.path().join(segment_file_name(1));
         crate::fs::FileSystem::open(&RealFs, &p)
             .unwrap()
-            .truncate(70)
+            .truncate(cut)
             .unwrap();
         for mode in [RecoveryMode::TolerateTornTail, RecoveryMode::Strict] {
             match replay_in(d.path(), mode) {
                 Err(Error::Corruption { file, offset, what }) => {
-                    assert_eq!((file, offset), (p.clone(), 70), "{what}");
-                    assert!(
-                        what.contains(
-                            "ends at offset 70, but segment 2 records that it ended at 105"
-                        ),
-                        "{what}"
+                    assert_eq!((file, offset), (p.clone(), cut), "{what}");
+                    let expected = format!(
+                        "ends at offset {cut}, but segment 2 records that it ended at {end}"
                     );
+                    assert!(what.contains(&expected), "{what}");
                 }
                 other => panic!("{mode:?}: {other:?}"),
             }
@@ -604,7 +609,7 @@ mod tests {
                 .iter()
                 .map(|r| (r.segment, r.start, r.end))
                 .collect::<Vec<_>>(),
-            vec![(1, 70, 105)]
+            vec![(1, cut, end)]
         );
     }
 
@@ -626,7 +631,7 @@ mod tests {
         }
         // Replay from segment 3 on (segments before it were flushed and deleted) has no
         // segment before 3 to check against.
-        let s = replay(&RealFs, d.path(), 3, RecoveryMode::Strict, |_, _| Ok(())).unwrap();
+        let s = replay(&RealFs, d.path(), 3, RecoveryMode::Strict, |_, _, _| Ok(())).unwrap();
         assert_eq!(s.records, 1);
     }
 
@@ -661,7 +666,7 @@ mod tests {
         assert!(sizes.len() >= 2, "{sizes:?}");
         for s in &sizes {
             // A segment ends within its size, plus the seal a clean close may append.
-            let seal = record::WAL_HEADER_LEN as u64;
+            let seal = record::WAL_MAX_HEADER_LEN as u64;
             assert!(*s <= 3 * writer::PREALLOC_STEP + 4096 + seal, "{sizes:?}");
         }
         let got = collect(d.path());

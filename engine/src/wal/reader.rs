@@ -1,19 +1,21 @@
 //! WAL replay: reads segments in number order and hands every valid record to a callback.
 //!
-//! Per segment, records are decoded from offset 0 until the end of written data (an all-zero
-//! header, or end of file). Sequence numbers must strictly increase across the whole replay. What
+//! Per segment, records are decoded from offset 0 until the end of written data (the zero end
+//! marker, or end of file). Sequence numbers must strictly increase across the whole replay. What
 //! happens at the first anomaly (a record that fails to decode, or a seq that does not
 //! increase) depends on [`RecoveryMode`]:
 //!
 //! | mode | anomaly in the last segment | anomaly in an earlier segment |
 //! |---|---|---|
-//! | `TolerateTornTail` | end of log, *if* it looks like an interrupted write (truncated, bad checksum, wrong segment number, oversized length) *and* no valid record (or seal) starting at a later byte of the segment has a `synced_upto` above the anomaly's offset; else `Corruption` | `Corruption` |
+//! | `TolerateTornTail` | end of log, *if* it looks like an interrupted write (truncated, bad checksum or header check, wrong segment number, oversized length) *and* no valid record (or seal) starting at a later byte of the segment has a `synced_upto` above the anomaly's offset; else `Corruption` | `Corruption` |
 //! | `SkipCorrupted` | skip to the next valid record, report the range | same |
 //! | `Strict` | `Corruption` | `Corruption` |
 //!
-//! "Valid record" always means: checksum ok, kind BATCH, the file's segment number, and a seq
-//! above the last good one. The byte-by-byte search only examines offsets whose kind byte is
-//! BATCH or SEAL, so scanning a zero-filled tail is a single pass. A seal is skipped wherever it
+//! "Valid record" always means: checksum ok, kind BATCH, the file's segment number (V2: the
+//! checks seeded with it), and a seq above the last good one. The byte-by-byte search only
+//! examines offsets whose kind byte is valid (and, in V2, whose header check matches), so
+//! scanning a zero-filled tail is a single pass. Each segment is read in the layout its name
+//! says (`.wal2` V2, `.wal` the legacy V1); a log may hold both. A seal is skipped wherever it
 //! is read; it only counts as evidence in the torn-tail decision.
 //!
 //! The torn-tail decision: every record carries `synced_upto`, the segment offset an fdatasync
@@ -35,7 +37,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::record::{self, WalDecoded, WAL_HEADER_LEN};
+use super::record::{self, WalDecoded, WalFormat, WAL_MAX_HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem};
 
@@ -94,18 +96,43 @@ pub struct ReplaySummary {
     pub skipped: Vec<SkippedRange>,
 }
 
-/// The file name of segment `n`.
+/// The file name of segment `n` as a writer creates it now ([`WalFormat::V2`]).
 pub fn segment_file_name(n: u64) -> String {
+    format!("{n:020}.wal2")
+}
+
+/// The file name of segment `n` in the legacy layout ([`WalFormat::V1`]), as older builds
+/// named their segments.
+pub fn segment_file_name_v1(n: u64) -> String {
     format!("{n:020}.wal")
 }
 
-/// The segment number a file name denotes, if it is a segment name.
-pub fn parse_segment_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".wal")?;
+/// The segment number a file name denotes and the record layout its name says, if it is a
+/// segment name.
+pub fn parse_segment_name(name: &str) -> Option<(u64, WalFormat)> {
+    let (digits, format) = if let Some(d) = name.strip_suffix(".wal2") {
+        (d, WalFormat::V2)
+    } else {
+        (name.strip_suffix(".wal")?, WalFormat::V1)
+    };
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    Some((digits.parse().ok()?, format))
+}
+
+/// The segment number a file name denotes, if it is a segment name (either layout).
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    parse_segment_name(name).map(|(n, _)| n)
+}
+
+/// The record layout of the segment at `path`, from its name (V2 for a name that is not a
+/// segment name: what a writer creates).
+pub fn segment_format(path: &Path) -> WalFormat {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_segment_name)
+        .map_or(WalFormat::V2, |(_, f)| f)
 }
 
 /// The segments in `dir`, by increasing number. A missing directory has none.
@@ -120,11 +147,24 @@ pub fn list_segments(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(u64, PathBu
         .filter_map(|n| parse_segment_file_name(n).map(|num| (num, dir.join(n))))
         .collect();
     segs.sort_by_key(|(n, _)| *n);
+    if let Some(w) = segs.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::Corruption {
+            file: w[1].1.clone(),
+            offset: 0,
+            what: format!(
+                "two WAL segments numbered {} ({} and {})",
+                w[0].0,
+                w[0].1.display(),
+                w[1].1.display()
+            ),
+        });
+    }
     Ok(segs)
 }
 
-/// Replay every segment numbered `from_segment` or above, calling `apply(seq, payload)` for each
-/// valid record in seq order. An error from `apply` stops the replay and is returned.
+/// Replay every segment numbered `from_segment` or above, calling `apply(seq, payload, format)`
+/// for each valid record in seq order (`format` is the layout of its segment, which says how
+/// its payload is encoded). An error from `apply` stops the replay and is returned.
 pub fn replay<F>(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -133,7 +173,7 @@ pub fn replay<F>(
     mut apply: F,
 ) -> Result<ReplaySummary>
 where
-    F: FnMut(u64, &[u8]) -> Result<()>,
+    F: FnMut(u64, &[u8], WalFormat) -> Result<()>,
 {
     let segs: Vec<_> = list_segments(fs, dir)?
         .into_iter()
@@ -274,7 +314,7 @@ pub(crate) fn inspect_last_segment(
         RecoveryMode::TolerateTornTail,
         true,
         0,
-        &mut |_, _| Ok(()),
+        &mut |_, _, _| Ok(()),
     )?;
     Ok(LastSegment {
         torn_at: out.torn.map(|(o, _)| o),
@@ -325,6 +365,9 @@ impl Loaded<'_> {
     }
 }
 
+/// What replay hands each record to: its seq, its payload and the layout of its segment.
+type Apply<'a> = dyn FnMut(u64, &[u8], WalFormat) -> Result<()> + 'a;
+
 fn scan_segment(
     fs: &dyn FileSystem,
     path: &Path,
@@ -332,8 +375,9 @@ fn scan_segment(
     mode: RecoveryMode,
     is_last: bool,
     prev_seq: u64,
-    apply: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    apply: &mut Apply<'_>,
 ) -> Result<SegmentOutcome> {
+    let format = segment_format(path);
     let file = fs
         .open(path)
         .map_err(|e| Error::io(path, "opening WAL segment", e))?;
@@ -362,11 +406,11 @@ fn scan_segment(
     };
     let mut pos = 0usize;
     loop {
-        seg.ensure(pos + WAL_HEADER_LEN)?;
-        if let Some(len) = record::peek_wal_length(&seg.data[pos..]) {
-            seg.ensure(pos + WAL_HEADER_LEN + len as usize)?;
+        seg.ensure(pos + WAL_MAX_HEADER_LEN)?;
+        if let Some(len) = record::peek_wal_len(format, &seg.data[pos..]) {
+            seg.ensure(pos + len)?;
         }
-        let (what, torn_like) = match record::decode_wal(&seg.data[pos..], segment) {
+        let (what, torn_like) = match record::decode_wal(format, &seg.data[pos..], segment) {
             Ok(WalDecoded::End) => break,
             Ok(WalDecoded::Seal { len, .. }) => {
                 pos += len;
@@ -385,7 +429,7 @@ fn scan_segment(
             // written whole, checksum and all, where it does not belong: not a torn write.
             Ok(WalDecoded::Link { .. }) => ("link record inside the segment".to_owned(), false),
             Ok(WalDecoded::Record(r)) if r.seq > out.last_seq => {
-                apply(r.seq, r.payload)?;
+                apply(r.seq, r.payload, format)?;
                 out.last_seq = r.seq;
                 out.records += 1;
                 out.bytes += r.len as u64;
@@ -413,7 +457,7 @@ fn scan_segment(
                 let mut from = pos + 1;
                 let mut later = 0u64;
                 while let Some((next, synced_upto)) =
-                    record::find_valid_wal_record(&seg.data, from, segment, out.last_seq)
+                    record::find_valid_wal_record(format, &seg.data, from, segment, out.last_seq)
                 {
                     if synced_upto > pos as u64 {
                         return Err(corruption(
@@ -439,7 +483,13 @@ fn scan_segment(
             }
             RecoveryMode::SkipCorrupted => {
                 seg.ensure(usize::MAX)?;
-                match record::find_valid_wal_record(&seg.data, pos + 1, segment, out.last_seq) {
+                match record::find_valid_wal_record(
+                    format,
+                    &seg.data,
+                    pos + 1,
+                    segment,
+                    out.last_seq,
+                ) {
                     Some((next, _)) => {
                         out.skipped.push(SkippedRange {
                             segment,
@@ -476,7 +526,12 @@ fn scan_segment(
 mod tests {
     use super::*;
     use crate::fs::RealFs;
-    use crate::wal::record::{encode_wal as encode, KIND_OFFSET};
+    use crate::wal::record::{encode_wal as encode, peek_wal_header, wal_framed_len};
+
+    /// Header length of the record at the start of `rec`.
+    fn hl(rec: &[u8]) -> usize {
+        peek_wal_header(WalFormat::V2, rec).unwrap().0
+    }
 
     /// Segment files assembled by hand: `(number, bytes)`; the zero tail is appended.
     fn write_segments(dir: &Path, segs: &[(u64, Vec<u8>)]) {
@@ -507,7 +562,7 @@ mod tests {
 
     fn run(dir: &Path, mode: RecoveryMode) -> (Result<ReplaySummary>, Vec<u64>) {
         let mut seen = Vec::new();
-        let r = replay(&RealFs, dir, 0, mode, |seq, p| {
+        let r = replay(&RealFs, dir, 0, mode, |seq, p, _| {
             assert_eq!(p, format!("payload-{seq}").as_bytes());
             seen.push(seq);
             Ok(())
@@ -522,8 +577,9 @@ mod tests {
         }
     }
 
+    /// Framed length of record `seq` as [`recs`] writes it.
     fn frame_len(seq: u64) -> usize {
-        WAL_HEADER_LEN + format!("payload-{seq}").len()
+        wal_framed_len(seq, 0, format!("payload-{seq}").len())
     }
 
     #[test]
@@ -547,7 +603,7 @@ mod tests {
             assert!(s.torn_tail.is_none() && s.skipped.is_empty());
         }
         let mut seen = Vec::new();
-        replay(&RealFs, d.path(), 2, RecoveryMode::Strict, |s, _| {
+        replay(&RealFs, d.path(), 2, RecoveryMode::Strict, |s, _, _| {
             seen.push(s);
             Ok(())
         })
@@ -557,10 +613,19 @@ mod tests {
 
     #[test]
     fn segment_names_round_trip_and_foreign_files_are_ignored() {
-        assert_eq!(segment_file_name(7), "00000000000000000007.wal");
-        assert_eq!(parse_segment_file_name("00000000000000000007.wal"), Some(7));
-        assert_eq!(parse_segment_file_name("7.wal"), None);
+        assert_eq!(segment_file_name(7), "00000000000000000007.wal2");
+        assert_eq!(segment_file_name_v1(7), "00000000000000000007.wal");
+        assert_eq!(
+            parse_segment_name("00000000000000000007.wal2"),
+            Some((7, WalFormat::V2))
+        );
+        assert_eq!(
+            parse_segment_name("00000000000000000007.wal"),
+            Some((7, WalFormat::V1))
+        );
+        assert_eq!(parse_segment_file_name("7.wal2"), None);
         assert_eq!(parse_segment_file_name("0000000000000000000x.wal"), None);
+        assert_eq!(parse_segment_file_name("00000000000000000007.wal3"), None);
         let d = tempfile::tempdir().unwrap();
         write_segments(d.path(), &[(2, recs(2, 1..=1))]);
         RealFs.create(&d.path().join("LOCK")).unwrap();
@@ -592,8 +657,8 @@ mod tests {
     fn truncated_header_at_tail_is_torn() {
         let rec = recs(1, [4]);
         // The zero tail after a cut header makes the header look torn only if some header
-        // byte is non-zero: cut after the length field.
-        let (s, strict) = torn_case(&rec[..10]);
+        // byte is non-zero: cut after the kind and check bytes.
+        let (s, strict) = torn_case(&rec[..6]);
         let t = s.torn_tail.unwrap();
         assert_eq!((t.segment, t.offset), (1, good_prefix_len()));
         assert_eq!(corruption_offset(strict), good_prefix_len());
@@ -623,7 +688,8 @@ mod tests {
     #[test]
     fn bad_checksum_at_tail_is_torn_but_mid_log_is_corruption() {
         let mut rec = recs(1, [4]);
-        rec[WAL_HEADER_LEN] ^= 0xff;
+        let first = hl(&rec);
+        rec[first] ^= 0xff;
         let (s, strict) = torn_case(&rec);
         assert!(s.torn_tail.unwrap().what.contains("checksum"));
         assert_eq!(corruption_offset(strict), good_prefix_len());
@@ -647,7 +713,8 @@ mod tests {
         let damage = bytes.len() as u64;
         let mut r4 = Vec::new();
         encode(1, 4, damage, &[b'x'; 600], &mut r4);
-        r4[WAL_HEADER_LEN + 100..WAL_HEADER_LEN + 400].fill(0); // a lost sector
+        let h = hl(&r4);
+        r4[h + 100..h + 400].fill(0); // a lost sector
         bytes.extend_from_slice(&r4);
         for (seq, synced) in [5, 6].into_iter().zip(later_synced) {
             encode(
@@ -665,7 +732,7 @@ mod tests {
 
     fn run_x(dir: &Path, mode: RecoveryMode) -> (Result<ReplaySummary>, Vec<u64>) {
         let mut seen = Vec::new();
-        let r = replay(&RealFs, dir, 0, mode, |seq, _| {
+        let r = replay(&RealFs, dir, 0, mode, |seq, _, _| {
             seen.push(seq);
             Ok(())
         });
@@ -741,7 +808,8 @@ mod tests {
             assert!(s.torn_tail.is_none() && s.skipped.is_empty());
         }
         // Damage in the sealed records (unsynced by their own headers) is corruption.
-        bytes[frame_len(1) + WAL_HEADER_LEN + 2] ^= 0x40;
+        let h = hl(&bytes[frame_len(1)..]);
+        bytes[frame_len(1) + h + 2] ^= 0x40;
         let d = tempfile::tempdir().unwrap();
         write_segments(d.path(), &[(1, bytes)]);
         let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
@@ -754,13 +822,9 @@ mod tests {
 
     #[test]
     fn bad_kind_is_corruption_even_at_tail() {
-        let mut rec = recs(1, [4]);
-        rec[KIND_OFFSET] = 9;
-        let sum = {
-            let crc = crc32c::crc32c(&rec[4..WAL_HEADER_LEN]);
-            cellar_format::checksum::mask(crc32c::crc32c_append(crc, &rec[WAL_HEADER_LEN..]))
-        };
-        rec[..4].copy_from_slice(&sum.to_le_bytes());
+        // Checksums and header check all valid, kind 9.
+        let mut rec = Vec::new();
+        crate::wal::record::encode_v2(9, 1, 4, 0, b"payload-4", &mut rec);
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=3);
         bytes.extend_from_slice(&rec);
@@ -771,12 +835,14 @@ mod tests {
 
     #[test]
     fn length_past_end_mid_log_is_corruption() {
-        // A length field damaged to point far past the end, with good records after it.
+        // A length field damaged to point far past the end (the header check catches it),
+        // with good records after it.
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=2);
         let at = bytes.len();
         push_synced(&mut bytes, 1, 3..=5);
-        bytes[at + 4..at + 8].copy_from_slice(&(1u32 << 27).to_le_bytes());
+        let len3 = wal_framed_len(3, at as u64, "payload-3".len());
+        bytes[at + 6] = 0x7f;
         write_segments(d.path(), &[(1, bytes)]);
         let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
         assert_eq!(corruption_offset(r), at as u64);
@@ -787,14 +853,14 @@ mod tests {
         let s = r.unwrap();
         assert_eq!(s.skipped.len(), 1);
         assert_eq!(s.skipped[0].start, at as u64);
-        assert_eq!(s.skipped[0].end, (at + frame_len(3)) as u64);
+        assert_eq!(s.skipped[0].end, (at + len3) as u64);
     }
 
     #[test]
     fn zero_tail_ends_segment_in_all_modes() {
         let d = tempfile::tempdir().unwrap();
         let mut bytes = recs(1, 1..=3);
-        bytes.extend_from_slice(&[0u8; WAL_HEADER_LEN]);
+        bytes.extend_from_slice(&[0u8; crate::wal::record::WAL_V2_END_LEN]);
         // Anything after a zero header is not part of the log.
         bytes.extend_from_slice(&recs(1, [4]));
         write_segments(d.path(), &[(1, bytes), (2, recs(2, [5]))]);
@@ -819,7 +885,7 @@ mod tests {
         assert_eq!(seen, vec![1, 2]);
         let t = r.unwrap().torn_tail.unwrap();
         assert_eq!((t.segment, t.offset), (2, 0));
-        assert!(t.what.contains("segment 1"), "{}", t.what);
+        assert!(t.what.contains("another segment"), "{}", t.what);
         // Not in the last segment: corruption.
         write_segments(d.path(), &[(3, recs(3, [5]))]);
         let e = run(d.path(), RecoveryMode::TolerateTornTail).0.unwrap_err();
@@ -857,8 +923,7 @@ mod tests {
 
     #[test]
     fn oversized_length() {
-        let mut rec = recs(1, [4]);
-        rec[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let rec = crate::wal::record::oversized_v2_header(1, 4);
         let (s, strict) = torn_case(&rec);
         assert!(s.torn_tail.unwrap().what.contains("exceeds"));
         assert_eq!(corruption_offset(strict), good_prefix_len());
@@ -890,7 +955,8 @@ mod tests {
         push_synced(&mut bytes, 1, 3..=4);
         let bad2 = bytes.len();
         let mut r5 = recs(1, [5]);
-        r5[WAL_HEADER_LEN + 1] ^= 1;
+        let h = hl(&r5);
+        r5[h + 1] ^= 1;
         bytes.extend_from_slice(&r5);
         push_synced(&mut bytes, 1, [6]);
         let bad3 = bytes.len();
@@ -925,7 +991,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         write_segments(d.path(), &[(1, recs(1, 1..=3))]);
         let mut n = 0;
-        let r = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |seq, _| {
+        let r = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |seq, _, _| {
             n += 1;
             if seq == 2 {
                 Err(Error::InvalidArgument("stop".into()))
@@ -948,12 +1014,121 @@ mod tests {
         }
         write_segments(d.path(), &[(1, bytes)]);
         let mut n = 0;
-        let s = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |_, p| {
+        let s = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |_, p, _| {
             assert_eq!(p.len(), 300_000);
             n += 1;
             Ok(())
         })
         .unwrap();
         assert_eq!((n, s.records), (8, 8));
+    }
+
+    /// Records in the legacy layout, unsynced.
+    fn recs_v1(segment: u64, seqs: impl IntoIterator<Item = u64>) -> Vec<u8> {
+        let mut v = Vec::new();
+        for s in seqs {
+            crate::wal::record::encode_wal_v1(
+                segment,
+                s,
+                0,
+                format!("payload-{s}").as_bytes(),
+                &mut v,
+            );
+        }
+        v
+    }
+
+    fn write_v1(dir: &Path, n: u64, bytes: &[u8]) {
+        let f = RealFs.create(&dir.join(segment_file_name_v1(n))).unwrap();
+        f.write_all_at(bytes, 0).unwrap();
+        f.allocate(bytes.len() as u64 + 4096).unwrap();
+    }
+
+    /// A log an older build began (`.wal`, V1) and a newer one continued (`.wal2`, V2) replays
+    /// as one: each segment decoded in its own layout, payloads delivered with it, and the
+    /// LINK of the first V2 segment checked against the V1 segment's end.
+    #[test]
+    fn a_log_of_both_layouts_replays_in_order_with_links_checked_across() {
+        let d = tempfile::tempdir().unwrap();
+        let seg1 = recs_v1(1, 1..=3);
+        write_v1(d.path(), 1, &seg1);
+        let mut link = Vec::new();
+        crate::wal::record::encode_link_v1(2, 1, seg1.len() as u64, &mut link);
+        link.extend_from_slice(&recs_v1(2, [4]));
+        write_v1(d.path(), 2, &link);
+        let mut seg3 = Vec::new();
+        crate::wal::record::encode_link(3, 2, link.len() as u64, &mut seg3);
+        seg3.extend_from_slice(&recs(3, 5..=6));
+        write_segments(d.path(), &[(3, seg3)]);
+        for mode in [
+            RecoveryMode::Strict,
+            RecoveryMode::TolerateTornTail,
+            RecoveryMode::SkipCorrupted,
+        ] {
+            let mut seen = Vec::new();
+            let s = replay(&RealFs, d.path(), 0, mode, |seq, p, format| {
+                assert_eq!(p, format!("payload-{seq}").as_bytes());
+                let want = if seq <= 4 {
+                    WalFormat::V1
+                } else {
+                    WalFormat::V2
+                };
+                assert_eq!(format, want, "seq {seq}");
+                seen.push(seq);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(seen, (1..=6).collect::<Vec<_>>(), "{mode:?}");
+            assert_eq!(s.segments, vec![1, 2, 3]);
+            assert!(s.torn_tail.is_none() && s.skipped.is_empty());
+        }
+        // Segment 2 (V1) loses its last record, cut at a record boundary: only segment 3's
+        // LINK shows it.
+        let p2 = d.path().join(segment_file_name_v1(2));
+        let cut = link.len() - frame_len_v1(4);
+        RealFs.open(&p2).unwrap().truncate(cut as u64).unwrap();
+        let e = run(d.path(), RecoveryMode::TolerateTornTail).0.unwrap_err();
+        assert!(
+            matches!(&e, Error::Corruption { file, offset, what }
+                if *file == p2 && *offset == cut as u64 && what.contains("records were lost")),
+            "{e:?}"
+        );
+        // A V1 last segment with a torn tail is cut like a V2 one.
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = recs_v1(1, 1..=3);
+        let good = bytes.len();
+        let torn = recs_v1(1, [4]);
+        bytes.extend_from_slice(&torn[..torn.len() - 3]);
+        bytes.push(0xee);
+        write_v1(d.path(), 1, &bytes);
+        let (r, seen) = run(d.path(), RecoveryMode::TolerateTornTail);
+        assert_eq!(seen, vec![1, 2, 3]);
+        assert_eq!(r.unwrap().torn_tail.unwrap().offset, good as u64);
+        assert_eq!(
+            inspect_last_segment(&RealFs, &d.path().join(segment_file_name_v1(1)), 1)
+                .unwrap()
+                .torn_at,
+            Some(good as u64)
+        );
+    }
+
+    fn frame_len_v1(seq: u64) -> usize {
+        crate::wal::record::WAL_V1_HEADER_LEN + format!("payload-{seq}").len()
+    }
+
+    /// The same segment number in both layouts cannot come from any writer: `Corruption`.
+    #[test]
+    fn one_number_in_both_layouts_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        write_v1(d.path(), 4, &recs_v1(4, [1]));
+        write_segments(d.path(), &[(4, recs(4, [2]))]);
+        assert!(matches!(
+            list_segments(&RealFs, d.path()),
+            Err(Error::Corruption { .. })
+        ));
+        assert!(matches!(
+            run(d.path(), RecoveryMode::SkipCorrupted).0,
+            Err(Error::Corruption { .. })
+        ));
     }
 }

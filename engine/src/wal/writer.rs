@@ -36,7 +36,7 @@ use std::sync::Arc;
 use super::commit::{Batch, BatchWriter, Item, Published};
 use super::device::WalDevice;
 use super::reader::segment_file_name;
-use super::record::{encode_link, encode_seal, encode_wal, wal_framed_len, LINK_PAYLOAD_LEN};
+use super::record::{encode_link, encode_seal, encode_wal, link_framed_len, wal_framed_len};
 use super::StatsInner;
 use crate::error::{Error, Result};
 use crate::fs::{File, FileSystem, SharedFs, WriteMap};
@@ -73,7 +73,7 @@ impl Segment {
     /// Open the segment with a LINK to segment `previous`, whose data ends at `previous_end`.
     pub(crate) fn link_to(&mut self, previous: u64, previous_end: u64) {
         self.pending_link = Some((previous, previous_end));
-        self.head = wal_framed_len(LINK_PAYLOAD_LEN) as u64;
+        self.head = link_framed_len() as u64;
     }
 }
 
@@ -185,11 +185,14 @@ impl Writer {
         for item in batch.items {
             match item {
                 Item::Record { seq, payload } => {
-                    let need = wal_framed_len(payload.len()) as u64;
+                    // The length depends on the varints of seq and `synced_upto`; a roll
+                    // resets the latter, so measure again after one.
+                    let need = |w: &Self| wal_framed_len(seq, w.seg.synced, payload.len()) as u64;
                     let used = self.seg.offset + self.buf.len() as u64;
-                    if used > self.seg.head && used + need > self.segment_size {
+                    if used > self.seg.head && used + need(self) > self.segment_size {
                         synced_by_roll = self.roll()?.or(synced_by_roll);
                     }
+                    let need = need(self);
                     encode_wal(
                         self.seg.number,
                         seq,

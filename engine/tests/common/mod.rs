@@ -81,7 +81,12 @@ pub fn wal_segments(dir: &Path) -> Vec<PathBuf> {
         .map(|rd| {
             rd.flatten()
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(cellar::wal::parse_segment_name)
+                        .is_some()
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -89,35 +94,32 @@ pub fn wal_segments(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// WAL record header length (SPEC.md §16.2).
-pub const WAL_HEADER: usize = 33;
-
-/// `(start, end)` of every record written in a WAL segment: walks length fields from offset 0
-/// until an all-zero header (the preallocated tail) or the end of the file, leaving out the
-/// SEAL (kind 2) of a clean close. Does not check checksums; meant for files written by a
-/// clean run.
-pub fn wal_records(path: &Path) -> Vec<(usize, usize)> {
+/// `(start, payload start, end)` of every BATCH record in a WAL segment, in file order, from
+/// offset 0 to the end of its data (leaving out a LINK and the SEAL of a clean close). Meant for
+/// files written by a clean run: panics at anything that does not decode.
+pub fn wal_records(path: &Path) -> Vec<(usize, usize, usize)> {
+    use cellar::wal::record::{decode_wal, peek_wal_header, WalDecoded};
     let bytes = std::fs::read(path).unwrap();
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let (segment, format) = cellar::wal::parse_segment_name(name).unwrap();
     let mut out = Vec::new();
     let mut off = 0usize;
-    while off + WAL_HEADER <= bytes.len() {
-        let header = &bytes[off..off + WAL_HEADER];
-        if header.iter().all(|&b| b == 0) {
-            break;
+    loop {
+        match decode_wal(format, &bytes[off..], segment).unwrap() {
+            WalDecoded::End => break,
+            WalDecoded::Seal { len, .. } | WalDecoded::Link { len, .. } => off += len,
+            WalDecoded::Record(r) => {
+                let (header, _) = peek_wal_header(format, &bytes[off..]).unwrap();
+                out.push((off, off + header, off + r.len));
+                off += r.len;
+            }
         }
-        let len = u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize;
-        let end = off + WAL_HEADER + len;
-        assert!(end <= bytes.len(), "record at {off} runs past the file");
-        if header[8] != 2 {
-            out.push((off, end));
-        }
-        off = end;
     }
     out
 }
 
 /// The newest WAL segment that holds at least one record, with its records.
-pub fn newest_wal_with_records(dir: &Path) -> (PathBuf, Vec<(usize, usize)>) {
+pub fn newest_wal_with_records(dir: &Path) -> (PathBuf, Vec<(usize, usize, usize)>) {
     wal_segments(dir)
         .into_iter()
         .rev()

@@ -44,6 +44,8 @@ struct MutationJson {
 #[derive(Debug, Serialize)]
 struct RecordJson {
     segment: u64,
+    /// The segment's record layout: `"v2"` (`.wal2`) or the legacy `"v1"` (`.wal`).
+    format: &'static str,
     offset: u64,
     len: u64,
     kind: &'static str,
@@ -108,6 +110,10 @@ fn mutation_json(m: &cellar::batch::Mutation, names: &Names, values: bool) -> Mu
 fn record_json(e: &WalEntry, names: &Names, values: bool, log_number: u64) -> RecordJson {
     RecordJson {
         segment: e.segment,
+        format: match e.format {
+            cellar::wal::WalFormat::V1 => "v1",
+            cellar::wal::WalFormat::V2 => "v2",
+        },
         offset: e.offset,
         len: e.len,
         kind: e.kind.name(),
@@ -214,10 +220,11 @@ pub fn run<W: Write>(args: &WalDumpArgs, mut out: W) -> Result<i32> {
                         } else {
                             " (below the manifest's log number: flushed, not replayed)"
                         };
-                        s.push_str(&format!(
-                            "{}{note}\n",
-                            cellar::wal::segment_file_name(e.segment)
-                        ));
+                        let name = match e.format {
+                            cellar::wal::WalFormat::V1 => cellar::wal::segment_file_name_v1,
+                            cellar::wal::WalFormat::V2 => cellar::wal::segment_file_name,
+                        };
+                        s.push_str(&format!("{}{note}\n", name(e.segment)));
                     }
                     record_text(&r, &mut s);
                     w(&mut out, &s)?;
