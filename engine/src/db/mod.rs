@@ -906,6 +906,28 @@ impl DbInner {
                 }
             }
         }
+        // Directories of families dropped before: empty now that their files are gone. Only
+        // here, before anything runs, since a flush still running for a family dropped under
+        // it creates its directory (SPEC.md §17.9).
+        let mut removed_dirs = false;
+        for name in man.dropped_family_dirs(&state)? {
+            let p = dir.join(&name);
+            match fs.remove_dir(&p) {
+                Ok(()) => {
+                    removed_dirs = true;
+                    tracing::info!(dir = %p.display(), "removed the directory of a dropped family")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %p.display(), error = %e, "could not remove the directory of a dropped family")
+                }
+            }
+        }
+        if removed_dirs {
+            let data = dir.join(manifest::DATA_DIR);
+            if let Err(e) = fs.sync_dir(&data) {
+                tracing::warn!(dir = %data.display(), error = %e, "could not sync the data directory");
+            }
+        }
         let sv = SuperVersion::build(&state, None);
         let wal_dir = dir.join(WAL_DIR);
         // Both directories exist, durably, before anything in them is acknowledged (a power loss

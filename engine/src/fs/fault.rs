@@ -497,6 +497,11 @@ impl<F: FileSystem> FileSystem for FaultFs<F> {
         self.inner.remove(path)
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.check(OpKind::Remove, &[dir])?;
+        self.inner.remove_dir(dir)
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         self.inner.list(dir)
     }

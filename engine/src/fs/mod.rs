@@ -110,6 +110,9 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Remove a file. Durable only after `sync_dir`.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Remove an empty directory (`DirectoryNotEmpty` if it holds anything). Durable only after
+    /// `sync_dir` of its parent.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// Names of the entries of a directory, sorted.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.

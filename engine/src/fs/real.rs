@@ -144,6 +144,10 @@ impl FileSystem for RealFs {
         std::fs::remove_file(path)
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for e in std::fs::read_dir(dir)? {

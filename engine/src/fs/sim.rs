@@ -116,6 +116,9 @@ struct State {
     /// Every inode ever created, including unlinked ones (the graveyard): a durable entry may
     /// still name a removed file until its directory is synced.
     inodes: BTreeMap<Ino, Inode>,
+    /// Removed directories (the graveyard of `dirs`): until the parent is synced, a crash may
+    /// bring the entry back, and with it whatever of the directory's own entries was durable.
+    removed_dirs: BTreeMap<PathBuf, Dir>,
     next_ino: Ino,
     locks: HashSet<PathBuf>,
 }
@@ -407,7 +410,7 @@ impl SimFs {
         // subtree with it.
         let mut stack = vec![PathBuf::from("/")];
         while let Some(path) = stack.pop() {
-            let Some(dir) = st.dirs.get(&path) else {
+            let Some(dir) = st.dirs.get(&path).or_else(|| st.removed_dirs.get(&path)) else {
                 continue;
             };
             let entries = State::crashed_entries(dir, policy, &mut rng);
@@ -733,6 +736,38 @@ impl FileSystem for SimFs {
         Ok(())
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let p = normalize(dir)?;
+        let mut st = self.shared.state.lock();
+        match st.lookup(&p) {
+            Some(Node::Dir) if p != Path::new("/") => {}
+            Some(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{}: not a removable directory", p.display()),
+                ))
+            }
+            None => return Err(not_found(&p)),
+        }
+        if !st.dir_mut(&p)?.current.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                format!("{}: directory not empty", p.display()),
+            ));
+        }
+        let (parent, name) = split(&p)?;
+        let d = st.dir_mut(&parent)?;
+        d.current.remove(&name);
+        d.pending.push(EntryOp::Unlink {
+            name,
+            node: Node::Dir,
+        });
+        if let Some(old) = st.dirs.remove(&p) {
+            st.removed_dirs.insert(p, old);
+        }
+        Ok(())
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let p = normalize(dir)?;
         let st = self.shared.state.lock();
@@ -862,6 +897,42 @@ mod tests {
         fs.sync_dir(&p("/")).unwrap();
         let c = fs.crash(CrashPolicy::DropAll, 0);
         assert!(c.exists(&p("/a/b/f")).unwrap());
+    }
+
+    #[test]
+    fn remove_dir_takes_empty_directories_and_is_durable_only_after_parent_sync() {
+        let fs = SimFs::new();
+        fs.create_dir_all(&p("/a/b")).unwrap();
+        let f = fs.create(&p("/a/b/f")).unwrap();
+        f.sync_data().unwrap();
+        for d in ["/a/b", "/a", "/"] {
+            fs.sync_dir(&p(d)).unwrap();
+        }
+        let e = fs.remove_dir(&p("/a/b")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::DirectoryNotEmpty);
+        assert_eq!(
+            fs.remove_dir(&p("/a/b/f")).unwrap_err().kind(),
+            io::ErrorKind::NotADirectory
+        );
+        assert_eq!(
+            fs.remove_dir(&p("/a/x")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        fs.remove(&p("/a/b/f")).unwrap();
+        fs.remove_dir(&p("/a/b")).unwrap();
+        assert!(!fs.exists(&p("/a/b")).unwrap());
+        assert!(fs.list(&p("/a/b")).is_err());
+        assert!(fs.create(&p("/a/b/g")).is_err());
+        // Neither the unlink nor the rmdir was synced: the directory comes back with its file.
+        let c = fs.crash(CrashPolicy::DropAll, 0);
+        assert!(c.exists(&p("/a/b/f")).unwrap());
+        fs.sync_dir(&p("/a/b")).unwrap_err();
+        fs.sync_dir(&p("/a")).unwrap();
+        let c = fs.crash(CrashPolicy::DropAll, 0);
+        assert!(!c.exists(&p("/a/b")).unwrap());
+        // A directory made again under the same name is a new, empty one.
+        fs.create_dir_all(&p("/a/b")).unwrap();
+        assert!(fs.list(&p("/a/b")).unwrap().is_empty());
     }
 
     #[test]

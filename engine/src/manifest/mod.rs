@@ -339,6 +339,19 @@ impl Manifest {
         Ok(out)
     }
 
+    /// The family directories under `data/` (relative to the database directory) whose family
+    /// `state` no longer has: dropped families (a dropped table's, or one removed by an
+    /// alter). Their HFiles are among [`Manifest::obsolete_files`]; once those are deleted the
+    /// directories are empty and can go too. Family ids are never reused, so nothing will be
+    /// written into them again.
+    pub fn dropped_family_dirs(&self, state: &ManifestState) -> Result<Vec<String>> {
+        Ok(family_dirs(&*self.fs, &self.dir)?
+            .into_iter()
+            .filter(|(_, id)| state.family(*id).is_none())
+            .map(|(name, _)| format!("{DATA_DIR}/{name}"))
+            .collect())
+    }
+
     /// Number of the manifest being written.
     pub fn number(&self) -> u64 {
         self.writer.number()
