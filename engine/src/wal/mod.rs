@@ -1,6 +1,7 @@
 //! The write-ahead log.
 //!
-//! **Files.** Segments `{n:020}.wal` in the WAL directory, `n` increasing from 1. A segment is
+//! **Files.** Segments `{n:020}.wal2` in the WAL directory, `n` increasing from 1 (segments
+//! `{n:020}.wal`, in the legacy record layout, are still read). A segment is
 //! created with `FileSystem::create` (never reused: O_EXCL), its first 1 MiB preallocated and
 //! fdatasynced, then the directory is synced, all before any record in it can be acknowledged;
 //! later writes preallocate 1 MiB steps up to [`WalOptions::segment_size`]. [`Wal::open`] always starts a new segment numbered above
@@ -8,11 +9,12 @@
 //! bytes `TolerateTornTail` replay ignores), so that a torn write can only ever sit at the end of
 //! the newest segment, the one place replay accepts it.
 //!
-//! **Records** ([`record`]): 33-byte header `checksum u32 | length u32 | kind u8 | segment u64 |
-//! seq u64 | synced_upto u64` (LE) then the payload; masked CRC32C over header bytes 4..33 and
-//! the payload. `synced_upto` is the segment offset an fdatasync had covered when the record's
-//! group was written; a clean close ends the segment with a SEAL (kind 2, no payload) attesting
-//! its final sync. An all-zero header ends a segment's data (the preallocated tail).
+//! **Records** ([`record`]): an 8–31-byte header `checksum u32 | kind u8 | check u8 | length
+//! varint | seq varint | [synced_upto varint]` then the payload; masked CRC32C, seeded with the
+//! segment number, over the header after the checksum and the payload. `synced_upto` is the
+//! segment offset an fdatasync had covered when the record's group was written (left out while
+//! 0); a clean close ends the segment with a SEAL (no payload) attesting its final sync. Eight
+//! zero bytes end a segment's data (the preallocated tail).
 //!
 //! **Sequence numbers** are assigned by the WAL in `append`, under the queue lock, so file order
 //! equals seq order and seqs strictly increase through the log.

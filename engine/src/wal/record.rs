@@ -352,7 +352,8 @@ fn peek_length_with(layout: Layout, buf: &[u8]) -> Option<u32> {
     (length <= MAX_PAYLOAD).then_some(length)
 }
 
-/// [`peek_wal_length`] for a manifest record.
+/// The payload length a manifest record's header announces, if `buf` holds a whole header whose
+/// length field is in range (what [`peek_wal_len`] is for the WAL).
 pub fn peek_length(buf: &[u8]) -> Option<u32> {
     peek_length_with(Layout::Manifest, buf)
 }
