@@ -541,6 +541,25 @@ fn rewrite_as_v1(path: &Path) -> std::path::PathBuf {
     v1
 }
 
+/// Rewrite the live manifest of the database in `dir` without `wal_format`, as builds before
+/// WAL layout V2 wrote it.
+fn strip_wal_format(dir: &Path) {
+    use cellar::manifest::VersionEdit;
+    use cellar::wal::record::{self, Decoded};
+    let name = std::fs::read_to_string(dir.join("CURRENT")).unwrap();
+    let path = dir.join(name.trim());
+    let number = cellar::manifest::log::parse_manifest_file_name(name.trim()).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let (mut out, mut off) = (Vec::new(), 0);
+    while let Decoded::Record(r) = record::decode(&bytes[off..], number).unwrap() {
+        let mut e = VersionEdit::decode(r.payload).unwrap();
+        e.wal_format = None;
+        record::encode(number, r.seq, &e.encode(), &mut out);
+        off += r.len;
+    }
+    std::fs::write(&path, out).unwrap();
+}
+
 /// A database whose log an older build wrote (V1 segments, `.wal`) opens with every record
 /// replayed and goes on in the new layout (`.wal2`). (A log holding both layouts at once, and
 /// the link check across them, is covered in `wal::reader`'s tests.)
@@ -549,12 +568,19 @@ fn a_wal_in_the_legacy_layout_replays_and_continues_in_the_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let (seg, recs) = wal_of_rows(dir.path(), 30);
     let v1 = rewrite_as_v1(&seg);
+    strip_wal_format(dir.path());
+    let before = cellar::inspect::read_manifest(&cellar::fs::RealFs, dir.path()).unwrap();
+    assert_eq!(before.wal_format(), 0);
     // Version-1 framing is larger: 33-byte headers, fixed timestamps, a count and a version.
     assert!(std::fs::metadata(&v1).unwrap().len() > recs.last().unwrap().2 as u64);
     let db = open_default(dir.path());
     assert_eq!(rows_with(&db, "w"), keys("w", 0..30));
     assert!(!db.stats().recovery.torn_tail);
     assert_eq!(db.stats().recovery.replayed_batches, 30);
+    // The manifest now says the log is in layout 2, so an older build refuses the database
+    // instead of opening it without the `.wal2` segments.
+    let after = cellar::inspect::read_manifest(&cellar::fs::RealFs, dir.path()).unwrap();
+    assert_eq!(after.wal_format(), cellar::manifest::WAL_FORMAT);
     put_rows(&db, "x", 10, Durability::SyncWal);
     drop(db);
     let db = open_default(dir.path());

@@ -879,7 +879,7 @@ impl DbInner {
             }
         })?;
         let exists = manifest::database_exists(&*fs, dir)?;
-        let (man, state) = match (exists, opts.create_if_missing, opts.error_if_exists) {
+        let (mut man, mut state) = match (exists, opts.create_if_missing, opts.error_if_exists) {
             (true, _, true) => {
                 return Err(Error::InvalidArgument(format!(
                     "a database exists in {}",
@@ -937,6 +937,16 @@ impl DbInner {
                 .map_err(|e| Error::io(d, "creating a database directory", e))?;
         }
         let recovery = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
+        // Before the first `.wal2` segment exists, the manifest says the WAL is in layout 2: a
+        // build from before that layout fails to open on the unknown field instead of opening
+        // without the segments it cannot see (SPEC.md §17.3).
+        if state.wal_format() < manifest::WAL_FORMAT {
+            let edit = VersionEdit {
+                wal_format: Some(manifest::WAL_FORMAT),
+                ..VersionEdit::default()
+            };
+            man.log_and_apply(&mut state, edit)?;
+        }
         let replayed = recovery.replayed_batches;
         let last_seq = state.last_seq().max(recovery.last_wal_seq);
         let wal = Wal::open(fs.clone(), &wal_dir, opts.wal.clone(), last_seq + 1)?;

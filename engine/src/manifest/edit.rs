@@ -25,6 +25,7 @@
 //!   10  drop_table          table_id varint32
 //!   11  next_table_id       varint32
 //!   12  next_family_id      varint32
+//!   13  wal_format          varint32
 //!
 //! family descriptor := name bytes | max_versions varint32 | min_versions varint32
 //!                      | ttl_ms varint64 (0 = forever) | keep_deleted u8 | bloom_code u8
@@ -33,7 +34,7 @@
 //! bytes := len varint32 | len bytes
 //! ```
 //!
-//! Scalar tags (1, 2, 3, 11, 12) appear at most once per edit. Any other unknown tag is
+//! Scalar tags (1, 2, 3, 11, 12, 13) appear at most once per edit. Any other unknown tag is
 //! corruption: a reader that silently dropped a field it does not understand could lose files or
 //! tables. The decoder checks structure only; whether the edit makes sense against the current
 //! state is [`ManifestState`](super::ManifestState)'s job.
@@ -74,6 +75,8 @@ pub mod tag {
     pub const NEXT_TABLE_ID: u32 = 11;
     /// `next_family_id`.
     pub const NEXT_FAMILY_ID: u32 = 12;
+    /// `wal_format`.
+    pub const WAL_FORMAT: u32 = 13;
     /// Bit marking a field a reader may skip when it does not know the tag.
     pub const SAFE_TO_IGNORE: u32 = 0x4000;
 }
@@ -122,6 +125,10 @@ pub struct VersionEdit {
     pub next_table_id: Option<TableId>,
     /// Next unused family id.
     pub next_family_id: Option<FamilyId>,
+    /// The WAL record layout the database's writers use (2: `.wal2` segments). Deliberately
+    /// not safe to ignore: a build that does not know the field would not see those segments
+    /// and would open without replaying them.
+    pub wal_format: Option<u32>,
 }
 
 /// Why an encoded edit is malformed.
@@ -250,6 +257,10 @@ impl VersionEdit {
         }
         if let Some(v) = self.next_family_id {
             put_varint32(&mut out, tag::NEXT_FAMILY_ID);
+            put_varint32(&mut out, v);
+        }
+        if let Some(v) = self.wal_format {
+            put_varint32(&mut out, tag::WAL_FORMAT);
             put_varint32(&mut out, v);
         }
         out
@@ -385,6 +396,10 @@ fn decode_field(c: &mut Cursor<'_>, e: &mut VersionEdit) -> Result<(), Malformed
             let v = c.varint32("next_family_id")?;
             set_once(&mut e.next_family_id, v, "next_family_id")
         }
+        tag::WAL_FORMAT => {
+            let v = c.varint32("wal_format")?;
+            set_once(&mut e.wal_format, v, "wal_format")
+        }
         t if t & tag::SAFE_TO_IGNORE != 0 => {
             // A field from a newer writer that declared it optional: skip its body whole.
             c.len_prefixed("ignorable field body")?;
@@ -491,6 +506,7 @@ mod tests {
             drop_tables: vec![2, 5],
             next_table_id: Some(8),
             next_family_id: Some(u32::MAX),
+            wal_format: Some(2),
         }
     }
 
@@ -555,11 +571,13 @@ mod tests {
         put_varint32(&mut b, tag::LAST_SEQ);
         put_varint64(&mut b, 5);
         let at = b.len();
-        put_varint32(&mut b, 13);
+        // How a build from before `wal_format` (13) treats it, and this build tag 14.
+        put_varint32(&mut b, 14);
         put_varint64(&mut b, 1);
         let err = VersionEdit::decode(&b).unwrap_err();
         assert_eq!(err.offset, at);
-        assert!(err.what.contains("unknown edit field tag 13"), "{err}");
+        assert!(err.what.contains("unknown edit field tag 14"), "{err}");
+        assert_eq!(tag::WAL_FORMAT & tag::SAFE_TO_IGNORE, 0);
         assert!(VersionEdit::decode(&[0]).is_err(), "tag 0 is not defined");
     }
 

@@ -1,5 +1,5 @@
 //! Manifest files: `MANIFEST-{n:06}` in the database directory, a log of version edits in the
-//! WAL's record framing (SPEC.md §16.2, reused as §17.2 says):
+//! legacy (V1) WAL record framing (SPEC.md §16.2.1, reused as §17.2 says):
 //!
 //! ```text
 //! record := checksum u32 | length u32 | kind u8 = 1 | segment u64 = n | seq u64 | payload
@@ -370,10 +370,10 @@ mod tests {
     #[test]
     fn undecodable_edit_in_a_valid_record_is_corruption() {
         let mut d = log_of(3, &edits(1));
-        record::encode(3, 2, &[0x0d, 0x01], &mut d);
+        record::encode(3, 2, &[0x0e, 0x01], &mut d);
         let e = read(&d, 3).unwrap_err();
         assert!(
-            matches!(&e, Error::Corruption { what, .. } if what.contains("unknown edit field tag 13")),
+            matches!(&e, Error::Corruption { what, .. } if what.contains("unknown edit field tag 14")),
             "{e}"
         );
     }

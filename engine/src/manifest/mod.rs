@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 pub use current::{CURRENT, CURRENT_TMP};
 pub use edit::{EditError, TableEntry, VersionEdit};
 pub use log::{manifest_file_name, parse_manifest_file_name, LogSummary, TornTail};
-pub use version::{Levels, ManifestState, Version, NUM_LEVELS};
+pub use version::{Levels, ManifestState, Version, NUM_LEVELS, WAL_FORMAT};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, SharedFs};

@@ -117,8 +117,14 @@ pub struct ManifestState {
     last_seq: SeqNo,
     log_number: u64,
     flushed_seq: BTreeMap<FamilyId, SeqNo>,
+    /// WAL record layout the writers use; 0 before any edit set it (a database that only
+    /// builds before layout 2 wrote).
+    wal_format: u32,
     current: Arc<Version>,
 }
+
+/// The WAL record layout this build writes (SPEC.md §16.2); also the highest it reads.
+pub const WAL_FORMAT: u32 = 2;
 
 /// Whether an edit being checked came from the engine or from a manifest on disk; only the
 /// error kind differs.
@@ -143,6 +149,7 @@ impl ManifestState {
             last_seq: 0,
             log_number: 0,
             flushed_seq: BTreeMap::new(),
+            wal_format: 0,
             current: Arc::new(Version::default()),
         }
     }
@@ -151,7 +158,13 @@ impl ManifestState {
     pub fn new_database() -> Self {
         let mut s = Self::empty();
         s.namespaces.insert(DEFAULT_NAMESPACE.to_owned());
+        s.wal_format = WAL_FORMAT;
         s
+    }
+
+    /// The WAL record layout the database's writers use (0: never recorded, layout 1).
+    pub fn wal_format(&self) -> u32 {
+        self.wal_format
     }
 
     /// Namespaces, sorted; always contains `default`.
@@ -251,6 +264,7 @@ impl ManifestState {
             drop_tables: Vec::new(),
             next_table_id: Some(self.next_table_id),
             next_family_id: Some(self.next_family_id),
+            wal_format: (self.wal_format > 0).then_some(self.wal_format),
         }
     }
 
@@ -398,6 +412,13 @@ impl ManifestState {
         )?;
         raise(&mut self.next_table_id, e.next_table_id, "next_table_id")?;
         raise(&mut self.next_family_id, e.next_family_id, "next_family_id")?;
+        if e.wal_format.is_some_and(|v| v > WAL_FORMAT) {
+            return Err(format!(
+                "the WAL is in record layout {}, newer than this build reads ({WAL_FORMAT})",
+                e.wal_format.unwrap_or_default()
+            ));
+        }
+        raise(&mut self.wal_format, e.wal_format, "wal_format")?;
         // Counters always end past every id in use, so an edit that names an id without
         // bumping the counter cannot lead to reuse.
         if let Some(&max) = live.last() {
@@ -626,6 +647,30 @@ mod tests {
             c.apply_replayed(&e, Path::new("MANIFEST-000001"), 9),
             Err(Error::Corruption { offset: 9, .. })
         ));
+    }
+
+    /// A new database records the WAL layout it writes; one whose manifest never did (written
+    /// by builds before layout 2) reads 0 until an edit sets it; it never goes back, and a layout
+    /// newer than this build's is refused (so is a database in it, on replay).
+    #[test]
+    fn wal_format_is_recorded_raised_and_bounded() {
+        let s = ManifestState::new_database();
+        assert_eq!(s.wal_format(), WAL_FORMAT);
+        assert_eq!(s.snapshot_edit().wal_format, Some(WAL_FORMAT));
+        let mut old_snapshot = s.snapshot_edit();
+        old_snapshot.wal_format = None;
+        let mut old = ManifestState::empty();
+        old.apply(&old_snapshot).unwrap();
+        assert_eq!(old.wal_format(), 0);
+        assert_eq!(old.snapshot_edit().wal_format, None);
+        let set = |v| VersionEdit {
+            wal_format: Some(v),
+            ..Default::default()
+        };
+        old.apply(&set(WAL_FORMAT)).unwrap();
+        assert_eq!(old, s);
+        refused(&s, set(1), "wal_format goes back");
+        refused(&s, set(WAL_FORMAT + 1), "newer than this build reads");
     }
 
     #[test]
