@@ -67,6 +67,9 @@ struct EditJson {
     next_table_id: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next_family_id: Option<u32>,
+    /// The WAL record layout the writers use (2: `.wal2` segments).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wal_format: Option<u32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     create_namespaces: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -124,6 +127,7 @@ fn edit_json(index: usize, l: &LoggedEdit) -> EditJson {
         log_number: e.log_number,
         next_table_id: e.next_table_id,
         next_family_id: e.next_family_id,
+        wal_format: e.wal_format,
         create_namespaces: e.create_namespaces.clone(),
         drop_namespaces: e.drop_namespaces.clone(),
         put_tables: e
@@ -173,6 +177,7 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
         ("log_number", e.log_number),
         ("next_table_id", e.next_table_id.map(u64::from)),
         ("next_family_id", e.next_family_id.map(u64::from)),
+        ("wal_format", e.wal_format.map(u64::from)),
     ]
     .iter()
     .filter_map(|(n, v)| v.map(|v| format!("{n} {v}")))
