@@ -68,6 +68,19 @@ pub struct MutationRef<'a> {
 }
 
 impl MutationRef<'_> {
+    /// An owned copy.
+    pub fn to_mutation(&self) -> Mutation {
+        Mutation {
+            family: self.family,
+            row: self.row.to_vec(),
+            qualifier: self.qualifier.to_vec(),
+            timestamp: self.timestamp,
+            cell_type: self.cell_type,
+            value: self.value.to_vec(),
+            tags: self.tags.to_vec(),
+        }
+    }
+
     /// The cell key of this mutation written at `seq`, with the family's name.
     pub fn key<'k>(&'k self, family_name: &'k [u8], seq: SeqNo) -> KeyRef<'k> {
         KeyRef {
@@ -92,16 +105,12 @@ pub fn encode(mutations: &[Mutation]) -> Vec<u8> {
         put_varint32(&mut out, m.family);
         let tags = !m.tags.is_empty();
         out.push(m.cell_type as u8 | if tags { HAS_TAGS } else { 0 });
-        for part in [&m.row, &m.qualifier] {
-            put_varint32(&mut out, part.len() as u32);
-            out.extend_from_slice(part);
-        }
+        put_bytes(&mut out, &m.row);
+        put_bytes(&mut out, &m.qualifier);
         put_varint64(&mut out, m.timestamp);
-        put_varint32(&mut out, m.value.len() as u32);
-        out.extend_from_slice(&m.value);
+        put_bytes(&mut out, &m.value);
         if tags {
-            put_varint32(&mut out, m.tags.len() as u32);
-            out.extend_from_slice(&m.tags);
+            put_bytes(&mut out, &m.tags);
         }
     }
     out
@@ -115,17 +124,19 @@ pub fn encode_v1(mutations: &[Mutation]) -> Vec<u8> {
     for m in mutations {
         put_varint32(&mut out, m.family);
         out.push(m.cell_type as u8);
-        for part in [&m.row, &m.qualifier] {
-            put_varint32(&mut out, part.len() as u32);
-            out.extend_from_slice(part);
-        }
+        put_bytes(&mut out, &m.row);
+        put_bytes(&mut out, &m.qualifier);
         out.extend_from_slice(&m.timestamp.to_le_bytes());
-        for part in [&m.value, &m.tags] {
-            put_varint32(&mut out, part.len() as u32);
-            out.extend_from_slice(part);
-        }
+        put_bytes(&mut out, &m.value);
+        put_bytes(&mut out, &m.tags);
     }
     out
+}
+
+/// A `varint32` length and the bytes.
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint32(out, b.len() as u32);
+    out.extend_from_slice(b);
 }
 
 /// Decode a batch payload of a segment in layout `format`. Checks every length and the cell
@@ -147,34 +158,7 @@ fn decode_v2(payload: &[u8]) -> std::result::Result<Vec<MutationRef<'_>>, String
     let mut c = Cursor::new(payload);
     let mut out = Vec::with_capacity(1);
     while !c.is_empty() {
-        let family = c.varint32("family").map_err(|m| m.0)?;
-        let ty = c.u8("cell type").map_err(|m| m.0)?;
-        let cell_type =
-            CellType::try_from(ty & !HAS_TAGS).map_err(|t| format!("bad cell type {t}"))?;
-        let row = c.len_prefixed("row").map_err(|m| m.0)?;
-        let qualifier = c.len_prefixed("qualifier").map_err(|m| m.0)?;
-        let timestamp = c.varint64("timestamp").map_err(|m| m.0)?;
-        let value = c.len_prefixed("value").map_err(|m| m.0)?;
-        let tags = if ty & HAS_TAGS != 0 {
-            let t = c.len_prefixed("tags").map_err(|m| m.0)?;
-            if t.is_empty() {
-                return Err("empty tags marked present".into());
-            }
-            t
-        } else {
-            &[]
-        };
-        let m = MutationRef {
-            family,
-            row,
-            qualifier,
-            timestamp,
-            cell_type,
-            value,
-            tags,
-        };
-        validate_key(&m.key(b"f", 0))?;
-        out.push(m);
+        out.push(decode_mutation(&mut c, WalFormat::V2)?);
     }
     Ok(out)
 }
@@ -191,25 +175,7 @@ fn decode_v1(payload: &[u8]) -> std::result::Result<Vec<MutationRef<'_>>, String
     }
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
-        let family = c.varint32("family").map_err(|m| m.0)?;
-        let ty = c.u8("cell type").map_err(|m| m.0)?;
-        let cell_type = CellType::try_from(ty).map_err(|t| format!("bad cell type {t}"))?;
-        let row = c.len_prefixed("row").map_err(|m| m.0)?;
-        let qualifier = c.len_prefixed("qualifier").map_err(|m| m.0)?;
-        let timestamp = c.u64("timestamp").map_err(|m| m.0)?;
-        let value = c.len_prefixed("value").map_err(|m| m.0)?;
-        let tags = c.len_prefixed("tags").map_err(|m| m.0)?;
-        let m = MutationRef {
-            family,
-            row,
-            qualifier,
-            timestamp,
-            cell_type,
-            value,
-            tags,
-        };
-        validate_key(&m.key(b"f", 0))?;
-        out.push(m);
+        out.push(decode_mutation(&mut c, WalFormat::V1)?);
     }
     if !c.is_empty() {
         return Err(format!(
@@ -218,6 +184,48 @@ fn decode_v1(payload: &[u8]) -> std::result::Result<Vec<MutationRef<'_>>, String
         ));
     }
     Ok(out)
+}
+
+/// One mutation of a batch of version `format` (V2: flagged tags and a varint timestamp; V1:
+/// tags always present, a fixed 8-byte timestamp).
+fn decode_mutation<'a>(
+    c: &mut Cursor<'a>,
+    format: WalFormat,
+) -> std::result::Result<MutationRef<'a>, String> {
+    let v2 = format == WalFormat::V2;
+    let family = c.varint32("family").map_err(|m| m.0)?;
+    let ty = c.u8("cell type").map_err(|m| m.0)?;
+    let flagged = v2 && ty & HAS_TAGS != 0;
+    let code = if v2 { ty & !HAS_TAGS } else { ty };
+    let cell_type = CellType::try_from(code).map_err(|t| format!("bad cell type {t}"))?;
+    let row = c.len_prefixed("row").map_err(|m| m.0)?;
+    let qualifier = c.len_prefixed("qualifier").map_err(|m| m.0)?;
+    let timestamp = if v2 {
+        c.varint64("timestamp")
+    } else {
+        c.u64("timestamp")
+    }
+    .map_err(|m| m.0)?;
+    let value = c.len_prefixed("value").map_err(|m| m.0)?;
+    let tags = if !v2 || flagged {
+        c.len_prefixed("tags").map_err(|m| m.0)?
+    } else {
+        &[]
+    };
+    if flagged && tags.is_empty() {
+        return Err("empty tags marked present".into());
+    }
+    let m = MutationRef {
+        family,
+        row,
+        qualifier,
+        timestamp,
+        cell_type,
+        value,
+        tags,
+    };
+    validate_key(&m.key(b"f", 0))?;
+    Ok(m)
 }
 
 /// Check a mutation against the cell limits before it is logged.

@@ -247,18 +247,7 @@ impl Segment {
                     kind: WalEntryKind::Batch,
                     seq: r.seq,
                     synced_upto: r.synced_upto,
-                    mutations: muts
-                        .into_iter()
-                        .map(|m| batch::Mutation {
-                            family: m.family,
-                            row: m.row.to_vec(),
-                            qualifier: m.qualifier.to_vec(),
-                            timestamp: m.timestamp,
-                            cell_type: m.cell_type,
-                            value: m.value.to_vec(),
-                            tags: m.tags.to_vec(),
-                        })
-                        .collect(),
+                    mutations: muts.iter().map(batch::MutationRef::to_mutation).collect(),
                     link: None,
                 }))
             }

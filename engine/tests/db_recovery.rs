@@ -506,16 +506,8 @@ fn rewrite_as_v1(path: &Path) -> std::path::PathBuf {
             WalDecoded::Record(r) => {
                 let muts: Vec<Mutation> = batch::decode(r.payload, format)
                     .unwrap()
-                    .into_iter()
-                    .map(|m| Mutation {
-                        family: m.family,
-                        row: m.row.to_vec(),
-                        qualifier: m.qualifier.to_vec(),
-                        timestamp: m.timestamp,
-                        cell_type: m.cell_type,
-                        value: m.value.to_vec(),
-                        tags: m.tags.to_vec(),
-                    })
+                    .iter()
+                    .map(batch::MutationRef::to_mutation)
                     .collect();
                 record::encode_wal_v1(segment, r.seq, 0, &batch::encode_v1(&muts), &mut out);
                 off += r.len;

@@ -3,7 +3,7 @@
 //! to one that decodes to the same mutations.
 #![no_main]
 
-use cellar::batch::{decode, encode, Mutation, WalFormat};
+use cellar::batch::{decode, encode, Mutation, MutationRef, WalFormat};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,18 +16,7 @@ fuzz_target!(|data: &[u8]| {
         if muts.is_empty() {
             continue;
         }
-        let owned: Vec<Mutation> = muts
-            .iter()
-            .map(|m| Mutation {
-                family: m.family,
-                row: m.row.to_vec(),
-                qualifier: m.qualifier.to_vec(),
-                timestamp: m.timestamp,
-                cell_type: m.cell_type,
-                value: m.value.to_vec(),
-                tags: m.tags.to_vec(),
-            })
-            .collect();
+        let owned: Vec<Mutation> = muts.iter().map(MutationRef::to_mutation).collect();
         let enc = encode(&owned);
         let again = decode(&enc, WalFormat::V2).expect("a re-encoded batch must decode");
         assert_eq!(again, muts);
