@@ -331,6 +331,31 @@ pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
     x.len().cmp(&y.len())
 }
 
+/// Whether `a` and `b` are the same bytes (as `a == b`), eight bytes at a time. Rows, family
+/// names and qualifiers are short: a scan compares a few per cell (its row with the row being
+/// gathered, its family with the resolvers', a column lookup's names), and a call to `memcmp`
+/// for each cost more than the comparison (callgrind, seekrandom: 2.5% of the instructions
+/// in `memcmp`, as many again in the calls around it). Long strings still go to `memcmp`.
+#[inline]
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 32 {
+        return a == b;
+    }
+    let (mut x, mut y) = (a, b);
+    while let (Some((wx, rx)), Some((wy, ry))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if wx != wy {
+            return false;
+        }
+        (x, y) = (rx, ry);
+    }
+    x.iter().zip(y).all(|(p, q)| p == q)
+}
+
 /// A key prepared for comparing against many others (a skip-list search compares one key
 /// against about 25): its row is located and checked once instead of at every comparison.
 #[derive(Debug, Clone, Copy)]
@@ -634,6 +659,21 @@ mod tests {
             b in prop::collection::vec(0u8..3, 0..40),
         ) {
             prop_assert_eq!(compare_bytes(&a, &b), a.cmp(&b));
+        }
+
+        #[test]
+        fn word_equality_is_bytewise(
+            a in prop::collection::vec(0u8..2, 0..48),
+            b in prop::collection::vec(0u8..2, 0..48),
+        ) {
+            prop_assert_eq!(bytes_eq(&a, &b), a == b);
+            prop_assert!(bytes_eq(&a, &a.clone()));
+            // Equal up to the last byte: the tail after the words decides.
+            let mut c = a.clone();
+            if let Some(l) = c.last_mut() {
+                *l ^= 1;
+                prop_assert!(!bytes_eq(&a, &c));
+            }
         }
     }
 

@@ -44,7 +44,7 @@ pub mod writer;
 
 pub use block::{BlockHandle, BlockType};
 pub use bloom::{BloomConfig, BloomType};
-pub use cell::{compare_bytes, compare_keys, CellKey, CellType, KeyProbe, KeyRef};
+pub use cell::{bytes_eq, compare_bytes, compare_keys, CellKey, CellType, KeyProbe, KeyRef};
 pub use compression::CompressionType;
 pub use error::{Error, ErrorKind, Region, Result};
 pub use file_info::FileInfo;

@@ -17,7 +17,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cellar_format::cell::compare_bytes;
+use cellar_format::cell::{bytes_eq, compare_bytes};
 use cellar_format::{CellType, HFileIter, HFileReader, KeyRef};
 
 use super::level_iter::{LevelIter, ScanFiles};
@@ -696,7 +696,7 @@ impl<'q> Resolvers<'q> {
         let Some((family, r)) = self
             .by_family
             .iter_mut()
-            .find(|(name, _)| name.as_bytes() == key.family)
+            .find(|(name, _)| bytes_eq(name.as_bytes(), key.family))
         else {
             return Ok(None);
         };
@@ -746,7 +746,7 @@ fn resolve_row<'q>(
 ) -> Result<()> {
     while it.valid() {
         let key = parse(it.key())?;
-        if key.row != row {
+        if !bytes_eq(key.row, row) {
             break;
         }
         let skip = resolvers.push(&key, it.value(), it.tags(), sink)?;
@@ -1097,7 +1097,7 @@ impl ScanIter {
             if scan.past_stop(key.row) {
                 break;
             }
-            if row.as_slice() != key.row || row.is_empty() {
+            if row.is_empty() || !bytes_eq(&row, key.row) {
                 if !deliver(&row, &cells) {
                     return Ok(());
                 }
