@@ -92,9 +92,13 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     }
 
     fn fail(&mut self, l: &Level, m: Malformed) -> crate::Error {
+        self.fail_at(l.handle, l.ty, m)
+    }
+
+    fn fail_at(&mut self, handle: BlockHandle, ty: BlockType, m: Malformed) -> crate::Error {
         self.data = None;
         self.index.clear();
-        self.reader.corrupt(l.handle, l.ty.region(), m)
+        self.reader.corrupt(handle, ty.region(), m)
     }
 
     fn reset_to_root(&mut self) {
@@ -355,33 +359,33 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Advance to the next cell.
     pub fn next(&mut self) -> Result<()> {
-        let Some(mut d) = self.data.take() else {
+        // In place: taking the cursor out of `data` and putting it back copied it twice per
+        // cell (two `memmove` calls; 4.5% of a seekrandom profile).
+        let Some(d) = self.data.as_mut() else {
             return Ok(());
         };
-        if let Err(m) = d.iter.next() {
-            return Err(self.fail(&d, m));
+        match d.iter.next() {
+            Ok(()) if d.iter.valid() => Ok(()),
+            Ok(()) => self.next_block(),
+            Err(m) => {
+                let (handle, ty) = (d.handle, d.ty);
+                Err(self.fail_at(handle, ty, m))
+            }
         }
-        let ok = d.iter.valid();
-        self.data = Some(d);
-        if !ok {
-            self.next_block()?;
-        }
-        Ok(())
     }
 
     /// Step back to the previous cell.
     pub fn prev(&mut self) -> Result<()> {
-        let Some(mut d) = self.data.take() else {
+        let Some(d) = self.data.as_mut() else {
             return Ok(());
         };
-        if let Err(m) = d.iter.prev() {
-            return Err(self.fail(&d, m));
+        match d.iter.prev() {
+            Ok(()) if d.iter.valid() => Ok(()),
+            Ok(()) => self.prev_block(),
+            Err(m) => {
+                let (handle, ty) = (d.handle, d.ty);
+                Err(self.fail_at(handle, ty, m))
+            }
         }
-        let ok = d.iter.valid();
-        self.data = Some(d);
-        if !ok {
-            self.prev_block()?;
-        }
-        Ok(())
     }
 }
