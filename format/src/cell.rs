@@ -665,14 +665,17 @@ mod tests {
         fn word_equality_is_bytewise(
             a in prop::collection::vec(0u8..2, 0..48),
             b in prop::collection::vec(0u8..2, 0..48),
+            at in any::<prop::sample::Index>(),
         ) {
             prop_assert_eq!(bytes_eq(&a, &b), a == b);
             prop_assert!(bytes_eq(&a, &a.clone()));
-            // Equal up to the last byte: the tail after the words decides.
+            // Equal lengths differing in one byte, in a word or in the tail after them.
             let mut c = a.clone();
-            if let Some(l) = c.last_mut() {
-                *l ^= 1;
+            if !c.is_empty() {
+                let i = at.index(c.len());
+                c[i] ^= 1;
                 prop_assert!(!bytes_eq(&a, &c));
+                prop_assert!(!bytes_eq(&c, &a));
             }
         }
     }
