@@ -160,3 +160,57 @@ fn damage_to_the_last_flush_edit_and_the_close_marker_is_corruption() {
         }
     }
 }
+
+/// The limit of the torn-tail rule (SPEC.md §16.6), pinned so that `db_damaged`'s exclusion
+/// (`Pristine::hides_as_torn_tail`) stays exactly that wide: in the newest WAL segment, damage
+/// to the last record alone is caught (the SEAL of the clean close attests it), damage to the
+/// SEAL alone changes nothing, and damage to both reads as a torn tail and loses the record
+/// without an error — the case the fuzz target found and now skips, and the only one.
+#[test]
+fn the_seal_and_the_record_it_alone_attests_are_the_one_undetectable_wal_damage() {
+    let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
+    let wal = |p: &std::path::Path| {
+        cellar::wal::parse_segment_name(&p.file_name().unwrap().to_string_lossy()).map(|s| s.0)
+    };
+    let (path, ranges) = pristine
+        .files
+        .iter()
+        .filter(|(p, _)| wal(p).is_some())
+        .max_by_key(|(p, _)| wal(p))
+        .expect("a WAL segment");
+    // The SEAL is the last header before the zero tail; the record before it is the last
+    // group's (one record per group: the writes are FsyncWal).
+    let headers: Vec<&Range> = ranges.iter().filter(|r| r.0 == "wal.header").collect();
+    let seal = headers[headers.len() - 1];
+    let record = headers[headers.len() - 2];
+    let (seal_at, record_at) = (seal.1 as usize, record.1 as usize);
+    let damage = |offs: &[usize]| {
+        pristine.trial_with(path, |b| {
+            for &o in offs {
+                b[o] ^= 0x5a;
+            }
+        })
+    };
+    assert!(!pristine.hides_as_torn_tail(path, &[record_at]));
+    assert!(!pristine.hides_as_torn_tail(path, &[seal_at]));
+    assert!(pristine.hides_as_torn_tail(path, &[record_at, seal_at]));
+    // An earlier record, attested by the last one's `synced_upto`, is not in the window.
+    let earlier = headers[headers.len() - 3].1 as usize;
+    assert!(!pristine.hides_as_torn_tail(path, &[earlier, seal_at]));
+    match damage(&[record_at]) {
+        Outcome::DetectedOnOpen(e) => assert!(is_corruption(&e), "{e}"),
+        other => panic!("damage to the attested last record: {other:?}"),
+    }
+    match damage(&[earlier, seal_at]) {
+        Outcome::DetectedOnOpen(e) => assert!(is_corruption(&e), "{e}"),
+        other => panic!("damage to an attested record and the SEAL: {other:?}"),
+    }
+    assert!(
+        matches!(damage(&[seal_at]), Outcome::Unchanged | Outcome::DetectedOnOpen(_)),
+        "damage to the SEAL alone"
+    );
+    assert!(
+        matches!(damage(&[record_at, seal_at]), Outcome::Wrong(_)),
+        "the documented limit: the last record and its SEAL damaged read as a torn tail"
+    );
+}

@@ -372,6 +372,59 @@ impl Pristine {
         })
     }
 
+    /// Length of `path` in the pristine database (0 if it has no such file).
+    pub fn file_len(&self, path: &Path) -> usize {
+        self.fs.contents(path).map_or(0, |b| b.len())
+    }
+
+    /// Whether damage at `offsets` of `path` reaches both the SEAL of the newest WAL segment
+    /// and a byte of the records that only that SEAL attests (those at or above every
+    /// record's `synced_upto`). Such damage reads as a torn tail and loses those records
+    /// without an error: the documented limit of SPEC.md §16.6, the same as a crash before
+    /// the SEAL persisted. One bit cannot reach both; the `db_damaged` fuzz target's
+    /// many-byte damage can (found with a record header, the SEAL and a tail byte changed),
+    /// and skips it. An older segment's end is attested by its successor's LINK instead.
+    pub fn hides_as_torn_tail(&self, path: &Path, offsets: &[usize]) -> bool {
+        let Some((records, seal)) = self.seal_only_attested(path) else {
+            return false;
+        };
+        offsets.iter().any(|o| seal.contains(o)) && offsets.iter().any(|o| records.contains(o))
+    }
+
+    /// For the newest WAL segment: the bytes of the records only its SEAL attests, and the
+    /// SEAL's own bytes (`None` for any other file, or without a SEAL).
+    fn seal_only_attested(
+        &self,
+        path: &Path,
+    ) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+        use crate::wal::record::{decode_wal, WalDecoded};
+        let segment_of = |p: &Path| crate::wal::parse_segment_name(p.file_name()?.to_str()?);
+        let (number, format) = segment_of(path)?;
+        let newest = self
+            .fs
+            .files()
+            .iter()
+            .filter_map(|p| segment_of(p))
+            .map(|(n, _)| n)
+            .max()?;
+        if number != newest {
+            return None;
+        }
+        let bytes = self.fs.contents(path)?;
+        let (mut at, mut attested) = (0usize, 0usize);
+        loop {
+            match decode_wal(format, bytes.get(at..)?, number).ok()? {
+                WalDecoded::Record(r) => {
+                    attested = attested.max(usize::try_from(r.synced_upto).ok()?);
+                    at += r.len;
+                }
+                WalDecoded::Link { len, .. } => at += len,
+                WalDecoded::Seal { len, .. } => return Some((attested..at, at..at + len)),
+                WalDecoded::End => return None,
+            }
+        }
+    }
+
     /// Bytes of each class in the database (the denominators of a sampled sweep).
     pub fn bytes_by_class(&self) -> BTreeMap<&'static str, u64> {
         let mut out = BTreeMap::new();
