@@ -206,7 +206,10 @@ fn the_seal_and_the_record_it_alone_attests_are_the_one_undetectable_wal_damage(
         other => panic!("damage to an attested record and the SEAL: {other:?}"),
     }
     assert!(
-        matches!(damage(&[seal_at]), Outcome::Unchanged | Outcome::DetectedOnOpen(_)),
+        matches!(
+            damage(&[seal_at]),
+            Outcome::Unchanged | Outcome::DetectedOnOpen(_)
+        ),
         "damage to the SEAL alone"
     );
     assert!(
