@@ -163,11 +163,12 @@ fn damage_to_the_last_flush_edit_and_the_close_marker_is_corruption() {
 
 /// The limit of the torn-tail rule (SPEC.md §16.6), pinned so that `db_damaged`'s exclusion
 /// (`Pristine::hides_as_torn_tail`) stays exactly that wide: in the newest WAL segment, damage
-/// to the last record alone is caught (the SEAL of the clean close attests it), damage to the
-/// SEAL alone changes nothing, and damage to both reads as a torn tail and loses the record
-/// without an error — the case the fuzz target found and now skips, and the only one.
+/// to the last record alone is caught (the SEAL of the clean close attests it), to an earlier
+/// record and the SEAL too (the valid last record follows it), damage to the SEAL alone changes
+/// nothing, and damage to the SEAL and to a run of records up to the last reads as a torn tail
+/// and loses them without an error — the case the fuzz target found and now skips.
 #[test]
-fn the_seal_and_the_record_it_alone_attests_are_the_one_undetectable_wal_damage() {
+fn damage_to_the_seal_and_the_records_up_to_it_is_the_one_undetectable_wal_damage() {
     let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
     let wal = |p: &std::path::Path| {
         cellar::wal::parse_segment_name(&p.file_name().unwrap().to_string_lossy()).map(|s| s.0)
@@ -194,7 +195,7 @@ fn the_seal_and_the_record_it_alone_attests_are_the_one_undetectable_wal_damage(
     assert!(!pristine.hides_as_torn_tail(path, &[record_at]));
     assert!(!pristine.hides_as_torn_tail(path, &[seal_at]));
     assert!(pristine.hides_as_torn_tail(path, &[record_at, seal_at]));
-    // An earlier record, attested by the last one's `synced_upto`, is not in the window.
+    // An earlier record and the SEAL: the valid last record after it makes it mid-log damage.
     let earlier = headers[headers.len() - 3].1 as usize;
     assert!(!pristine.hides_as_torn_tail(path, &[earlier, seal_at]));
     match damage(&[record_at]) {
@@ -212,8 +213,12 @@ fn the_seal_and_the_record_it_alone_attests_are_the_one_undetectable_wal_damage(
         ),
         "damage to the SEAL alone"
     );
-    assert!(
-        matches!(damage(&[record_at, seal_at]), Outcome::Wrong(_)),
-        "the documented limit: the last record and its SEAL damaged read as a torn tail"
-    );
+    // The documented limit: the SEAL and a suffix of the records damaged read as a torn tail.
+    assert!(pristine.hides_as_torn_tail(path, &[earlier, record_at, seal_at]));
+    for offs in [&[record_at, seal_at][..], &[earlier, record_at, seal_at]] {
+        assert!(
+            matches!(damage(offs), Outcome::Wrong(_)),
+            "damage at {offs:?} no longer reads as a torn tail: narrow hides_as_torn_tail"
+        );
+    }
 }

@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     // The one damage recovery cannot tell from a torn write (SPEC.md §16.6, limit): the
-    // newest segment's SEAL and a record only it attests, both changed.
+    // newest segment's SEAL and a run of its records up to the last, all changed.
     // Offsets whose bytes the edits change (two equal changes of a byte cancel).
     let len = p.file_len(path).max(1);
     let mut net = std::collections::BTreeMap::new();
