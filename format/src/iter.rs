@@ -359,28 +359,30 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Advance to the next cell.
     pub fn next(&mut self) -> Result<()> {
+        self.step(true)
+    }
+
+    /// Step back to the previous cell.
+    pub fn prev(&mut self) -> Result<()> {
+        self.step(false)
+    }
+
+    /// One cell forward or back, crossing into the neighbouring block at a block's end.
+    #[inline]
+    fn step(&mut self, forward: bool) -> Result<()> {
         // In place: taking the cursor out of `data` and putting it back copied it twice per
         // cell (two `memmove` calls; 4.5% of a seekrandom profile).
         let Some(d) = self.data.as_mut() else {
             return Ok(());
         };
-        match d.iter.next() {
-            Ok(()) if d.iter.valid() => Ok(()),
-            Ok(()) => self.next_block(),
-            Err(m) => {
-                let (handle, ty) = (d.handle, d.ty);
-                Err(self.fail_at(handle, ty, m))
-            }
-        }
-    }
-
-    /// Step back to the previous cell.
-    pub fn prev(&mut self) -> Result<()> {
-        let Some(d) = self.data.as_mut() else {
-            return Ok(());
+        let stepped = if forward {
+            d.iter.next()
+        } else {
+            d.iter.prev()
         };
-        match d.iter.prev() {
+        match stepped {
             Ok(()) if d.iter.valid() => Ok(()),
+            Ok(()) if forward => self.next_block(),
             Ok(()) => self.prev_block(),
             Err(m) => {
                 let (handle, ty) = (d.handle, d.ty);
