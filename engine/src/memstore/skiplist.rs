@@ -285,8 +285,16 @@ impl Arena {
         }
         let v = self.cur;
         self.cur += size;
-        // SAFETY: `[v, v + size)` lies within the slot, whose allocation starts at `base`.
-        Ok((unsafe { self.base.add(v - slot_start(self.slot)) }, v))
+        let at = self.base.wrapping_add(v - slot_start(self.slot));
+        // Where the next node goes: fetched now, it is in the cache when that node is
+        // written, instead of a write miss that the next atomic instruction waits for.
+        let ahead = (self.end - self.cur).min(PREFETCH_AHEAD);
+        let mut off = 0;
+        while off < ahead {
+            prefetch_bytes(at.wrapping_add(size + off));
+            off += 64;
+        }
+        Ok((at, v))
     }
 
     /// Allocate slot `s` and bump from its start.
@@ -695,18 +703,26 @@ unsafe fn init(p: *mut u8, height: usize, k: &[u8], tags: &[u8], value: &[u8]) -
 /// Ask the processor to bring `node`'s lengths and key into the cache (nothing for null).
 #[inline]
 fn prefetch(node: *const Node) {
-    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
     if !node.is_null() {
-        // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot fault,
-        // whatever the address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                node.cast::<i8>().wrapping_add(HDR),
-            );
-        }
+        prefetch_bytes(node.cast::<u8>().wrapping_add(HDR));
+    }
+}
+
+/// Bytes past an allocation that [`Arena::alloc`] prefetches: a node of a 16-byte row and a
+/// 100-byte value takes about 150.
+const PREFETCH_AHEAD: usize = 192;
+
+/// Ask the processor to bring the cache line of `p` in (nothing under Miri and loom).
+#[inline]
+fn prefetch_bytes(p: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+    // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot fault,
+    // whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
-    let _ = node;
+    let _ = p;
 }
 
 /// The place of `node`'s link at `level` ([`link`] reads it, [`init`] writes it).

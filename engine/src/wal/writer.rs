@@ -165,7 +165,7 @@ impl Writer {
                 self.seg.offset += self.buf.len() as u64;
                 self.seg.attested = self.seg.synced;
                 self.seg.synced = self.seg.offset;
-                self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                StatsInner::add(&self.stats.syncs, 1);
             }
             Err(e) => tracing::warn!(
                 error = %e,
@@ -214,10 +214,10 @@ impl Writer {
         self.flush(batch.sync)?;
         let st = &self.stats;
         if records > 0 {
-            st.records.fetch_add(records, Ordering::Relaxed);
-            st.bytes.fetch_add(bytes, Ordering::Relaxed);
-            st.groups.fetch_add(1, Ordering::Relaxed);
-            st.max_group.fetch_max(records, Ordering::Relaxed);
+            StatsInner::add(&st.records, records);
+            StatsInner::add(&st.bytes, bytes);
+            StatsInner::add(&st.groups, 1);
+            StatsInner::raise(&st.max_group, records);
         }
         let synced = if batch.sync {
             Some(batch.upto)
@@ -277,7 +277,7 @@ impl Writer {
             crate::kill_point!("wal.after_sync");
             self.seg.dirty = false;
             self.seg.synced = self.seg.offset;
-            self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            StatsInner::add(&self.stats.syncs, 1);
         }
         self.buf.clear();
         Ok(())
@@ -293,7 +293,7 @@ impl Writer {
         let at = self.seg.offset;
         if let Some(m) = &mut self.seg.map {
             if m.write(at, &self.buf) {
-                self.stats.mapped_groups.fetch_add(1, Ordering::Relaxed);
+                StatsInner::add(&self.stats.mapped_groups, 1);
                 return true;
             }
         }
@@ -317,7 +317,7 @@ impl Writer {
                 let ok = m.write(at, &self.buf);
                 self.seg.map = Some(m);
                 if ok {
-                    self.stats.mapped_groups.fetch_add(1, Ordering::Relaxed);
+                    StatsInner::add(&self.stats.mapped_groups, 1);
                     return true;
                 }
             }
