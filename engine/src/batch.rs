@@ -67,6 +67,21 @@ pub struct MutationRef<'a> {
     pub tags: &'a [u8],
 }
 
+impl Mutation {
+    /// A borrowed view.
+    pub fn as_ref(&self) -> MutationRef<'_> {
+        MutationRef {
+            family: self.family,
+            row: &self.row,
+            qualifier: &self.qualifier,
+            timestamp: self.timestamp,
+            cell_type: self.cell_type,
+            value: &self.value,
+            tags: &self.tags,
+        }
+    }
+}
+
 impl MutationRef<'_> {
     /// An owned copy.
     pub fn to_mutation(&self) -> Mutation {
@@ -98,22 +113,62 @@ impl MutationRef<'_> {
 pub fn encode(mutations: &[Mutation]) -> Vec<u8> {
     let size: usize = mutations
         .iter()
-        .map(|m| 20 + m.row.len() + m.qualifier.len() + m.value.len() + m.tags.len())
+        .map(|m| encoded_len_bound(&m.as_ref()))
         .sum();
     let mut out = Vec::with_capacity(size);
     for m in mutations {
-        put_varint32(&mut out, m.family);
-        let tags = !m.tags.is_empty();
-        out.push(m.cell_type as u8 | if tags { HAS_TAGS } else { 0 });
-        put_bytes(&mut out, &m.row);
-        put_bytes(&mut out, &m.qualifier);
-        put_varint64(&mut out, m.timestamp);
-        put_bytes(&mut out, &m.value);
-        if tags {
-            put_bytes(&mut out, &m.tags);
-        }
+        encode_one(&mut out, &m.as_ref());
     }
     out
+}
+
+/// At least the bytes [`encode_one`] appends for `m` (its varints at their longest).
+pub fn encoded_len_bound(m: &MutationRef<'_>) -> usize {
+    5 + 1 + 5 + 5 + 10 + 5 + 5 + m.row.len() + m.qualifier.len() + m.value.len() + m.tags.len()
+}
+
+/// Append one mutation to a version-2 batch payload.
+pub fn encode_one(out: &mut Vec<u8>, m: &MutationRef<'_>) {
+    put_varint32(out, m.family);
+    let tags = !m.tags.is_empty();
+    out.push(m.cell_type as u8 | if tags { HAS_TAGS } else { 0 });
+    put_bytes(out, m.row);
+    put_bytes(out, m.qualifier);
+    put_varint64(out, m.timestamp);
+    put_bytes(out, m.value);
+    if tags {
+        put_bytes(out, m.tags);
+    }
+}
+
+/// The mutations of a version-2 payload in order, each checked as [`decode`] checks it; the
+/// first error ends them. What the write path inserts from the very bytes it logged, without
+/// collecting them.
+pub fn mutations_v2(payload: &[u8]) -> MutationsV2<'_> {
+    MutationsV2 {
+        c: Cursor::new(payload),
+        failed: false,
+    }
+}
+
+/// See [`mutations_v2`].
+#[derive(Debug)]
+pub struct MutationsV2<'a> {
+    c: Cursor<'a>,
+    failed: bool,
+}
+
+impl<'a> Iterator for MutationsV2<'a> {
+    type Item = std::result::Result<MutationRef<'a>, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.c.is_empty() {
+            return None;
+        }
+        let m = decode_mutation(&mut self.c, WalFormat::V2);
+        self.failed = m.is_err();
+        Some(m)
+    }
 }
 
 /// Encode mutations as a version-1 batch, the payload of [`WalFormat::V1`] segments. Writers no
@@ -155,12 +210,7 @@ fn decode_v2(payload: &[u8]) -> std::result::Result<Vec<MutationRef<'_>>, String
     if payload.is_empty() {
         return Err("empty batch".into());
     }
-    let mut c = Cursor::new(payload);
-    let mut out = Vec::with_capacity(1);
-    while !c.is_empty() {
-        out.push(decode_mutation(&mut c, WalFormat::V2)?);
-    }
-    Ok(out)
+    mutations_v2(payload).collect()
 }
 
 fn decode_v1(payload: &[u8]) -> std::result::Result<Vec<MutationRef<'_>>, String> {
@@ -230,16 +280,12 @@ fn decode_mutation<'a>(
 
 /// Check a mutation against the cell limits before it is logged.
 pub fn validate(m: &Mutation) -> Result<()> {
-    let r = MutationRef {
-        family: m.family,
-        row: &m.row,
-        qualifier: &m.qualifier,
-        timestamp: m.timestamp,
-        cell_type: m.cell_type,
-        value: &m.value,
-        tags: &m.tags,
-    };
-    validate_key(&r.key(b"f", 0)).map_err(Error::InvalidArgument)?;
+    validate_ref(&m.as_ref())
+}
+
+/// [`validate`] of a borrowed mutation.
+pub fn validate_ref(m: &MutationRef<'_>) -> Result<()> {
+    validate_key(&m.key(b"f", 0)).map_err(Error::InvalidArgument)?;
     if m.value.len() > cellar_format::cell::MAX_VALUE_LEN {
         return Err(Error::InvalidArgument(format!(
             "value of {} bytes exceeds {}",

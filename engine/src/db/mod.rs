@@ -627,6 +627,7 @@ impl Db {
     /// number.
     pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<SeqNo> {
         let items = batch.resolve_tables()?;
+        let items: Vec<(&TableName, &Mutation)> = items.iter().map(|(t, m)| (t, *m)).collect();
         self.inner.write(&items, opts)
     }
 }
@@ -652,7 +653,7 @@ impl Table {
     /// Write a put.
     pub fn put_with(&self, p: Put, opts: WriteOptions) -> Result<SeqNo> {
         let m = Mutation::Put(p);
-        self.db.inner.write(&[(self.name.clone(), &m)], opts)
+        self.db.inner.write(&[(&self.name, &m)], opts)
     }
 
     /// Write a delete with the database's default durability.
@@ -663,7 +664,7 @@ impl Table {
     /// Write a delete.
     pub fn delete_with(&self, d: Delete, opts: WriteOptions) -> Result<SeqNo> {
         let m = Mutation::Delete(d);
-        self.db.inner.write(&[(self.name.clone(), &m)], opts)
+        self.db.inner.write(&[(&self.name, &m)], opts)
     }
 
     /// Apply mutations of one row atomically.
@@ -675,11 +676,8 @@ impl Table {
                 cellar_format::display::to_string_binary(m.row())
             )));
         }
-        let items: Vec<(TableName, &Mutation)> = rm
-            .mutations
-            .iter()
-            .map(|m| (self.name.clone(), m))
-            .collect();
+        let items: Vec<(&TableName, &Mutation)> =
+            rm.mutations.iter().map(|m| (&self.name, m)).collect();
         self.db.inner.write(&items, opts)
     }
 

@@ -268,8 +268,7 @@ impl DbInner {
         if !cam.conditions.iter().all(|c| c.holds(current.as_ref())) {
             return Ok(false);
         }
-        let items: Vec<(TableName, &Mutation)> =
-            rm.mutations.iter().map(|m| (table.clone(), m)).collect();
+        let items: Vec<(&TableName, &Mutation)> = rm.mutations.iter().map(|m| (table, m)).collect();
         self.write_locked(&items, opts)?;
         Ok(true)
     }
@@ -372,7 +371,7 @@ impl DbInner {
         }
         if any {
             let m = Mutation::Put(put);
-            self.write_locked(&[(table.clone(), &m)], opts)?;
+            self.write_locked(&[(table, &m)], opts)?;
         }
         Ok(Row::new(row.to_vec(), cells))
     }

@@ -2,6 +2,7 @@
 //! into the memstores, publish the batch to readers.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cellar_format::CellType;
@@ -10,7 +11,7 @@ use super::mutation::{DeleteOp, Mutation, PendingCell};
 use super::options::WriteOptions;
 use super::sv::{SuperVersion, TableInfo};
 use super::DbInner;
-use crate::batch::{self, Mutation as BatchMutation};
+use crate::batch::{self, MutationRef};
 use crate::error::{Error, Poison, Result};
 use crate::read::query::Get;
 use crate::schema::TableName;
@@ -31,7 +32,7 @@ impl DbInner {
     /// Apply a batch: lock its rows (see `rowlock`), then [`DbInner::write_locked`].
     pub(super) fn write(
         &self,
-        items: &[(TableName, &Mutation)],
+        items: &[(&TableName, &Mutation)],
         opts: WriteOptions,
     ) -> Result<SeqNo> {
         self.check_poisoned()?;
@@ -52,7 +53,7 @@ impl DbInner {
     /// before locking.
     pub(super) fn write_locked(
         &self,
-        items: &[(TableName, &Mutation)],
+        items: &[(&TableName, &Mutation)],
         opts: WriteOptions,
     ) -> Result<SeqNo> {
         self.check_poisoned()?;
@@ -67,15 +68,14 @@ impl DbInner {
         let (seq, bytes) = {
             let _shared = self.switch.shared();
             let sv = self.sv();
-            let muts = self.resolve(&sv, items, now)?;
-            let bytes: usize = muts
-                .iter()
-                .map(|m| m.row.len() + m.qualifier.len() + m.value.len())
-                .sum();
-            let payload = batch::encode(&muts);
+            let (payload, bytes) = self.resolve(&sv, items, now)?;
+            // The memstore takes the batch from the very bytes the WAL logs (as a replay
+            // does), shared instead of copied into owned mutations and a second buffer.
+            let payload = Arc::new(payload);
+            let logged_payload = payload.clone();
             let vis = self.visibility.clone();
             let apply = move |seq| {
-                insert_batch(&sv, &muts, seq)?;
+                insert_batch(&sv, &payload, seq)?;
                 vis.complete(seq);
                 Ok(())
             };
@@ -83,11 +83,11 @@ impl DbInner {
                 // A waiting writer's group leader applies the batch (see
                 // `wal::commit::Apply`): the writer wakes once, done.
                 Durability::SyncWal | Durability::FsyncWal => {
-                    self.wal.append_applied(&payload, d, apply)
+                    self.wal.append_applied(logged_payload, d, apply)
                 }
                 Durability::SkipWal | Durability::AsyncWal => self
                     .wal
-                    .append(&payload, d)
+                    .append_shared(logged_payload, d)
                     .map_err(AppendError::Wal)
                     .and_then(|seq| apply(seq).map(|()| seq).map_err(AppendError::Apply)),
             };
@@ -125,20 +125,22 @@ impl DbInner {
         Ok(seq)
     }
 
-    /// Turn API mutations into batch mutations: tables and families resolved to ids,
-    /// "latest" timestamps to `now`, a whole-row delete to one DeleteFamily per family, and a
-    /// newest-version delete to the newest visible version's timestamp.
+    /// Turn API mutations into the batch payload (`batch`, version 2) and its user bytes:
+    /// tables and families resolved to ids, "latest" timestamps to `now`, a whole-row delete
+    /// to one DeleteFamily per family, and a newest-version delete to the newest visible
+    /// version's timestamp. Every mutation is checked against the cell limits; any error
+    /// fails the whole batch before anything is logged.
     fn resolve(
         &self,
         sv: &SuperVersion,
-        items: &[(TableName, &Mutation)],
+        items: &[(&TableName, &Mutation)],
         now: Timestamp,
-    ) -> Result<Vec<BatchMutation>> {
-        let mut out = Vec::new();
+    ) -> Result<(Vec<u8>, usize)> {
+        let mut out = Batch::default();
         for (table, m) in items {
             let t = sv
                 .tables
-                .get(table)
+                .get(*table)
                 .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
             match m {
                 Mutation::Put(p) => {
@@ -152,16 +154,13 @@ impl DbInner {
                         .map(crate::tags::encode_cell_ttl)
                         .unwrap_or_default();
                     for c in &p.cells {
-                        out.push(cell(t, &p.row, c, now, &tags)?);
+                        out.push(&cell(t, &p.row, c, now, &tags)?)?;
                     }
                 }
                 Mutation::Delete(d) => self.resolve_delete(sv, t, &d.row, &d.ops, now, &mut out)?,
             }
         }
-        for m in &out {
-            batch::validate(m)?;
-        }
-        Ok(out)
+        Ok((out.payload, out.user_bytes))
     }
 
     /// Turn one delete into markers. A `DeleteOp::Version` at LATEST (HBase's `addColumn`
@@ -177,7 +176,7 @@ impl DbInner {
         row: &[u8],
         ops: &[DeleteOp],
         now: Timestamp,
-        out: &mut Vec<BatchMutation>,
+        out: &mut Batch,
     ) -> Result<()> {
         let at = |ts: Timestamp| if ts == LATEST_TIMESTAMP { now } else { ts };
         let whole_row = [DeleteOp::Row {
@@ -188,7 +187,7 @@ impl DbInner {
             let (family, qualifier, ts, ty) = match op {
                 DeleteOp::Row { ts } => {
                     for f in &t.families {
-                        out.push(marker(f.id, row, &[], at(*ts), CellType::DeleteFamily));
+                        out.push(&marker(f.id, row, &[], at(*ts), CellType::DeleteFamily))?;
                     }
                     continue;
                 }
@@ -230,7 +229,7 @@ impl DbInner {
             let f = t
                 .family(family)
                 .ok_or_else(|| family_not_found(t, family))?;
-            out.push(marker(f.id, row, qualifier, ts, ty));
+            out.push(&marker(f.id, row, qualifier, ts, ty))?;
         }
         Ok(())
     }
@@ -317,20 +316,37 @@ impl DbInner {
     }
 }
 
-/// Insert a logged batch into the memstores of `sv` under `seq`.
-fn insert_batch(sv: &SuperVersion, muts: &[BatchMutation], seq: SeqNo) -> Result<()> {
-    for m in muts {
+/// A batch payload being encoded, and the user bytes of its mutations.
+#[derive(Default)]
+struct Batch {
+    payload: Vec<u8>,
+    user_bytes: usize,
+}
+
+impl Batch {
+    /// Check `m` against the cell limits and append it.
+    fn push(&mut self, m: &MutationRef<'_>) -> Result<()> {
+        batch::validate_ref(m)?;
+        self.payload.reserve(batch::encoded_len_bound(m));
+        batch::encode_one(&mut self.payload, m);
+        self.user_bytes += m.row.len() + m.qualifier.len() + m.value.len();
+        Ok(())
+    }
+}
+
+/// Insert a logged batch payload into the memstores of `sv` under `seq`.
+fn insert_batch(sv: &SuperVersion, payload: &[u8], seq: SeqNo) -> Result<()> {
+    for m in batch::mutations_v2(payload) {
+        // The payload was encoded by `resolve` a moment ago: it cannot fail to decode.
+        let m = m.map_err(|what| {
+            Error::InvalidArgument(format!(
+                "batch payload of seq {seq} does not decode: {what}"
+            ))
+        })?;
         // `resolve` only returns families present in this super-version.
         if let (Some(mems), Some(desc)) = (sv.mems.get(&m.family), sv.families.get(&m.family)) {
-            let key = cellar_format::KeyRef {
-                row: &m.row,
-                family: desc.name.as_bytes(),
-                qualifier: &m.qualifier,
-                timestamp: m.timestamp,
-                type_code: m.cell_type as u8,
-                seq,
-            };
-            mems.active.insert(&key, &m.value, &m.tags)?;
+            mems.active
+                .insert(&m.key(desc.name.as_bytes(), seq), m.value, m.tags)?;
         }
     }
     Ok(())
@@ -343,39 +359,45 @@ fn family_not_found(t: &TableInfo, family: &str) -> Error {
     }
 }
 
-fn cell(
+fn cell<'a>(
     t: &TableInfo,
-    row: &[u8],
-    c: &PendingCell,
+    row: &'a [u8],
+    c: &'a PendingCell,
     now: Timestamp,
-    tags: &[u8],
-) -> Result<BatchMutation> {
+    tags: &'a [u8],
+) -> Result<MutationRef<'a>> {
     let f = t
         .family(&c.family)
         .ok_or_else(|| family_not_found(t, &c.family))?;
-    Ok(BatchMutation {
+    Ok(MutationRef {
         family: f.id,
-        row: row.to_vec(),
-        qualifier: c.qualifier.clone(),
+        row,
+        qualifier: &c.qualifier,
         timestamp: if c.timestamp == LATEST_TIMESTAMP {
             now
         } else {
             c.timestamp
         },
         cell_type: c.cell_type,
-        value: c.value.clone(),
-        tags: tags.to_vec(),
+        value: &c.value,
+        tags,
     })
 }
 
-fn marker(family: u32, row: &[u8], qualifier: &[u8], ts: Timestamp, ty: CellType) -> BatchMutation {
-    BatchMutation {
+fn marker<'a>(
+    family: u32,
+    row: &'a [u8],
+    qualifier: &'a [u8],
+    ts: Timestamp,
+    ty: CellType,
+) -> MutationRef<'a> {
+    MutationRef {
         family,
-        row: row.to_vec(),
-        qualifier: qualifier.to_vec(),
+        row,
+        qualifier,
         timestamp: ts,
         cell_type: ty,
-        value: Vec::new(),
-        tags: Vec::new(),
+        value: &[],
+        tags: &[],
     }
 }

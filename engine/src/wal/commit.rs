@@ -141,6 +141,10 @@ impl std::fmt::Debug for Waiters {
     }
 }
 
+/// A record's payload, shared: the engine's write path inserts the batch into the memstore
+/// from the same bytes the leader logs, without a copy for each.
+pub(crate) type Payload = std::sync::Arc<Vec<u8>>;
+
 /// One queued unit of work for the leader.
 #[derive(Debug)]
 pub(crate) enum Item {
@@ -149,7 +153,7 @@ pub(crate) enum Item {
         /// Its sequence number.
         seq: u64,
         /// Its payload.
-        payload: Vec<u8>,
+        payload: Payload,
     },
     /// Start a new segment here; the result is published under this ticket.
     Roll {
@@ -508,7 +512,7 @@ impl<W: BatchWriter> Shared<W> {
     }
 
     /// Assign a seq, enqueue the record and wait as `d` requires.
-    pub(crate) fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
+    pub(crate) fn append(&self, payload: Payload, d: Durability) -> Result<u64> {
         if d == Durability::SkipWal {
             let mut s = lock(&self.state);
             if s.closing {
@@ -517,10 +521,8 @@ impl<W: BatchWriter> Shared<W> {
             s.next_seq += 1;
             return Ok(s.next_seq - 1);
         }
-        // Copy outside the lock to keep the critical section short.
-        let owned = payload.to_vec();
         let mut s = lock(&self.state);
-        let seq = Self::enqueue(&mut s, d, owned)?;
+        let seq = Self::enqueue(&mut s, d, payload)?;
         match d {
             // SkipWal returned above.
             Durability::SkipWal | Durability::AsyncWal => {
@@ -542,7 +544,7 @@ impl<W: BatchWriter> Shared<W> {
     }
 
     /// Check that the WAL takes a logged record, assign its seq and queue it.
-    fn enqueue(s: &mut State, d: Durability, payload: Vec<u8>) -> Result<u64> {
+    fn enqueue(s: &mut State, d: Durability, payload: Payload) -> Result<u64> {
         Self::poisoned(s)?;
         if s.closing {
             return Err(Error::Closed);
@@ -560,7 +562,7 @@ impl<W: BatchWriter> Shared<W> {
     /// leader that wrote the record also ran `apply` on it (or never will).
     pub(crate) fn append_applied<F>(
         &self,
-        payload: &[u8],
+        payload: Payload,
         d: Durability,
         apply: F,
     ) -> std::result::Result<u64, AppendError>
@@ -572,9 +574,8 @@ impl<W: BatchWriter> Shared<W> {
                 "a leader-applied append must wait for its write".into(),
             )));
         }
-        let owned = payload.to_vec();
         let mut s = lock(&self.state);
-        let seq = Self::enqueue(&mut s, d, owned).map_err(AppendError::Wal)?;
+        let seq = Self::enqueue(&mut s, d, payload).map_err(AppendError::Wal)?;
         if !s.leader && s.queue.len() == 1 {
             // Alone: this thread writes its record and applies it itself, without a slot,
             // as a lone writer did before leaders applied (no allocation, no hand-off).
@@ -778,6 +779,11 @@ impl BatchWriter for FakeWriter {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A shared payload of `b`.
+    fn p(b: &[u8]) -> Payload {
+        std::sync::Arc::new(b.to_vec())
+    }
     use std::sync::Arc;
 
     fn background(shared: &Arc<Shared<FakeWriter>>) -> std::thread::JoinHandle<()> {
@@ -789,13 +795,13 @@ mod tests {
     fn levels_wait_for_their_watermark() {
         let shared = Arc::new(Shared::new(1, FakeWriter::default()));
         let bg = background(&shared);
-        assert_eq!(shared.append(b"a", Durability::SkipWal).unwrap(), 1);
-        assert_eq!(shared.append(b"b", Durability::AsyncWal).unwrap(), 2);
-        assert_eq!(shared.append(b"c", Durability::SyncWal).unwrap(), 3);
+        assert_eq!(shared.append(p(b"a"), Durability::SkipWal).unwrap(), 1);
+        assert_eq!(shared.append(p(b"b"), Durability::AsyncWal).unwrap(), 2);
+        assert_eq!(shared.append(p(b"c"), Durability::SyncWal).unwrap(), 3);
         assert!(shared.watermarks().0 >= 3);
-        assert_eq!(shared.append(b"d", Durability::FsyncWal).unwrap(), 4);
+        assert_eq!(shared.append(p(b"d"), Durability::FsyncWal).unwrap(), 4);
         assert!(shared.watermarks().1 >= 4);
-        shared.append(b"e", Durability::AsyncWal).unwrap();
+        shared.append(p(b"e"), Durability::AsyncWal).unwrap();
         shared.sync().unwrap();
         assert_eq!(shared.watermarks(), (5, 5));
         assert_eq!(shared.roll().unwrap(), 100);
@@ -806,7 +812,7 @@ mod tests {
             "close must finish the writer"
         );
         assert!(matches!(
-            shared.append(b"x", Durability::SyncWal),
+            shared.append(p(b"x"), Durability::SyncWal),
             Err(Error::Closed)
         ));
     }
@@ -816,9 +822,9 @@ mod tests {
     fn a_lone_writer_leads_itself() {
         let shared = Shared::new(1, FakeWriter::default());
         for i in 1..=10 {
-            assert_eq!(shared.append(b"r", Durability::SyncWal).unwrap(), i);
+            assert_eq!(shared.append(p(b"r"), Durability::SyncWal).unwrap(), i);
         }
-        shared.append(b"r", Durability::FsyncWal).unwrap();
+        shared.append(p(b"r"), Durability::FsyncWal).unwrap();
         shared.sync().unwrap();
         assert_eq!(shared.watermarks(), (11, 11));
         assert_eq!(lock(&shared.writer).batches, 11);
@@ -835,12 +841,12 @@ mod tests {
         let (s2, stop2) = (shared.clone(), stop.clone());
         let syncer = std::thread::spawn(move || {
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-                s2.append(b"s", Durability::SyncWal).unwrap();
+                s2.append(p(b"s"), Durability::SyncWal).unwrap();
             }
         });
         let mut last = 0;
         for _ in 0..2000 {
-            last = shared.append(b"a", Durability::AsyncWal).unwrap();
+            last = shared.append(p(b"a"), Durability::AsyncWal).unwrap();
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         syncer.join().unwrap();
@@ -866,12 +872,12 @@ mod tests {
             },
         ));
         let bg = background(&shared);
-        let e = shared.append(b"a", Durability::FsyncWal).unwrap_err();
+        let e = shared.append(p(b"a"), Durability::FsyncWal).unwrap_err();
         assert!(matches!(e, Error::Poisoned(_)), "{e}");
-        assert!(shared.append(b"b", Durability::AsyncWal).is_err());
+        assert!(shared.append(p(b"b"), Durability::AsyncWal).is_err());
         assert!(shared.sync().is_err());
         assert!(shared.roll().is_err());
-        assert_eq!(shared.append(b"c", Durability::SkipWal).unwrap(), 11);
+        assert_eq!(shared.append(p(b"c"), Durability::SkipWal).unwrap(), 11);
         assert!(shared.poison_reason().is_some());
         shared.close();
         bg.join().unwrap();
@@ -900,7 +906,7 @@ mod tests {
                     for _ in 0..300 {
                         let (s2, seen2) = (shared.clone(), seen.clone());
                         let seq = shared
-                            .append_applied(b"r", Durability::FsyncWal, move |seq| {
+                            .append_applied(p(b"r"), Durability::FsyncWal, move |seq| {
                                 assert!(s2.watermarks().1 >= seq, "applied before synced");
                                 assert!(seen2.lock().unwrap().insert(seq), "applied twice");
                                 Ok(())
@@ -958,7 +964,7 @@ mod tests {
         for (i, f) in applies.into_iter().enumerate() {
             let s2 = shared.clone();
             threads.push(std::thread::spawn(move || {
-                s2.append_applied(b"r", Durability::SyncWal, f)
+                s2.append_applied(p(b"r"), Durability::SyncWal, f)
             }));
             // The first leads and is held; the others queue behind it, one by one. The first
             // must be seen leading (not merely an empty queue, which is also the state before
@@ -1037,9 +1043,9 @@ mod tests {
             },
         ));
         let s2 = shared.clone();
-        let t = std::thread::spawn(move || s2.append(b"a", Durability::SyncWal));
+        let t = std::thread::spawn(move || s2.append(p(b"a"), Durability::SyncWal));
         assert!(t.join().is_err(), "the leader's panic propagates to it");
-        let e = shared.append(b"b", Durability::SyncWal).unwrap_err();
+        let e = shared.append(p(b"b"), Durability::SyncWal).unwrap_err();
         assert!(matches!(e, Error::Poisoned(_)), "{e}");
     }
 }
@@ -1047,6 +1053,11 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
+
+    /// A shared payload of `b`.
+    fn p(b: &[u8]) -> Payload {
+        std::sync::Arc::new(b.to_vec())
+    }
     use crate::sync_shim::{thread, Arc};
 
     fn background(shared: &Arc<Shared<FakeWriter>>) -> thread::JoinHandle<()> {
@@ -1055,7 +1066,7 @@ mod loom_tests {
     }
 
     fn writer(shared: Arc<Shared<FakeWriter>>, d: Durability) -> thread::JoinHandle<Option<u64>> {
-        thread::spawn(move || match shared.append(b"r", d) {
+        thread::spawn(move || match shared.append(p(b"r"), d) {
             Ok(seq) => {
                 let (written, synced) = shared.watermarks();
                 match d {
@@ -1104,7 +1115,7 @@ mod loom_tests {
                 thread::spawn(move || {
                     let (s2, a2) = (shared.clone(), applied.clone());
                     shared
-                        .append_applied(b"r", Durability::FsyncWal, move |seq| {
+                        .append_applied(p(b"r"), Durability::FsyncWal, move |seq| {
                             assert!(s2.watermarks().1 >= seq, "applied before synced");
                             let was = a2.fetch_or(bit, loom::sync::atomic::Ordering::SeqCst);
                             assert_eq!(was & bit, 0, "applied twice");

@@ -368,6 +368,14 @@ impl Wal {
         if payload.len() > record::MAX_PAYLOAD as usize {
             return Err(too_large(payload.len()));
         }
+        self.shared.append(Arc::new(payload.to_vec()), d)
+    }
+
+    /// [`Wal::append`] of a payload the caller keeps a share of (no copy).
+    pub(crate) fn append_shared(&self, payload: commit::Payload, d: Durability) -> Result<u64> {
+        if payload.len() > record::MAX_PAYLOAD as usize {
+            return Err(too_large(payload.len()));
+        }
         self.shared.append(payload, d)
     }
 
@@ -376,7 +384,7 @@ impl Wal {
     /// returns the seq once `d` is satisfied and `apply` ran.
     pub(crate) fn append_applied<F>(
         &self,
-        payload: &[u8],
+        payload: commit::Payload,
         d: Durability,
         apply: F,
     ) -> std::result::Result<u64, AppendError>
