@@ -161,30 +161,52 @@ fn damage_to_the_last_flush_edit_and_the_close_marker_is_corruption() {
     }
 }
 
-/// The limit of the torn-tail rule (SPEC.md §16.6), pinned so that `db_damaged`'s exclusion
-/// (`Pristine::hides_as_torn_tail`) stays exactly that wide: in the newest WAL segment, damage
-/// to the last record alone is caught (the SEAL of the clean close attests it), to an earlier
-/// record and the SEAL too (the valid last record follows it), damage to the SEAL alone changes
-/// nothing, and damage to the SEAL and to a run of records up to the last reads as a torn tail
-/// and loses them without an error — the case the fuzz target found and now skips.
+/// The torn-tail rule's one window (SPEC.md §16.6, limit), closed at a clean close: damage to
+/// the SEAL and to a run of records up to the last would read as a torn tail in the newest
+/// segment, because nothing valid follows it. The close starts one more segment holding only a
+/// LINK to the sealed one, so the sealed segment is older and every such damage is
+/// `Corruption`; damage to the LINK-only segment loses nothing. (`db_damaged` skipped this
+/// case before the LINK-only segment existed.)
 #[test]
-fn damage_to_the_seal_and_the_records_up_to_it_is_the_one_undetectable_wal_damage() {
+fn after_a_clean_close_damage_to_the_seal_and_the_last_records_is_corruption() {
     let pristine = Pristine::build().unwrap_or_else(|e| panic!("{e}"));
     let wal = |p: &std::path::Path| {
         cellar::wal::parse_segment_name(&p.file_name().unwrap().to_string_lossy()).map(|s| s.0)
     };
-    let (path, ranges) = pristine
+    let headers = |ranges: &[Range]| -> Vec<usize> {
+        ranges
+            .iter()
+            .filter(|r| r.0 == "wal.header")
+            .map(|r| r.1 as usize)
+            .collect()
+    };
+    let mut segments: Vec<_> = pristine
         .files
         .iter()
         .filter(|(p, _)| wal(p).is_some())
-        .max_by_key(|(p, _)| wal(p))
-        .expect("a WAL segment");
-    // The SEAL is the last header before the zero tail; the record before it is the last
-    // group's (one record per group: the writes are FsyncWal).
-    let headers: Vec<&Range> = ranges.iter().filter(|r| r.0 == "wal.header").collect();
-    let seal = headers[headers.len() - 1];
-    let record = headers[headers.len() - 2];
-    let (seal_at, record_at) = (seal.1 as usize, record.1 as usize);
+        .collect();
+    segments.sort_by_key(|(p, _)| wal(p));
+    // The newest segment holds the closing LINK alone; the one before it was sealed.
+    let (newest, newest_ranges) = segments.last().expect("a WAL segment");
+    assert_eq!(
+        headers(newest_ranges).len(),
+        1,
+        "the closing segment holds one LINK"
+    );
+    let (path, ranges) = segments
+        .iter()
+        .rev()
+        .find(|(_, r)| headers(r).len() >= 4)
+        .expect("a sealed segment with records");
+    assert_eq!(
+        wal(path).map(|n| n + 1),
+        wal(newest),
+        "the LINK follows the sealed segment"
+    );
+    // The SEAL is the last header before the zero tail; the records before it are the last
+    // groups' (one record per group: the writes are FsyncWal).
+    let h = headers(ranges);
+    let (seal_at, record_at, earlier) = (h[h.len() - 1], h[h.len() - 2], h[h.len() - 3]);
     let damage = |offs: &[usize]| {
         pristine.trial_with(path, |b| {
             for &o in offs {
@@ -192,19 +214,16 @@ fn damage_to_the_seal_and_the_records_up_to_it_is_the_one_undetectable_wal_damag
             }
         })
     };
-    assert!(!pristine.hides_as_torn_tail(path, &[record_at]));
-    assert!(!pristine.hides_as_torn_tail(path, &[seal_at]));
-    assert!(pristine.hides_as_torn_tail(path, &[record_at, seal_at]));
-    // An earlier record and the SEAL: the valid last record after it makes it mid-log damage.
-    let earlier = headers[headers.len() - 3].1 as usize;
-    assert!(!pristine.hides_as_torn_tail(path, &[earlier, seal_at]));
-    match damage(&[record_at]) {
-        Outcome::DetectedOnOpen(e) => assert!(is_corruption(&e), "{e}"),
-        other => panic!("damage to the attested last record: {other:?}"),
-    }
-    match damage(&[earlier, seal_at]) {
-        Outcome::DetectedOnOpen(e) => assert!(is_corruption(&e), "{e}"),
-        other => panic!("damage to an attested record and the SEAL: {other:?}"),
+    for offs in [
+        &[record_at][..],
+        &[earlier, seal_at],
+        &[record_at, seal_at],
+        &[earlier, record_at, seal_at],
+    ] {
+        match damage(offs) {
+            Outcome::DetectedOnOpen(e) => assert!(is_corruption(&e), "{offs:?}: {e}"),
+            other => panic!("damage at {offs:?} of the sealed segment: {other:?}"),
+        }
     }
     assert!(
         matches!(
@@ -213,12 +232,13 @@ fn damage_to_the_seal_and_the_records_up_to_it_is_the_one_undetectable_wal_damag
         ),
         "damage to the SEAL alone"
     );
-    // The documented limit: the SEAL and a suffix of the records damaged read as a torn tail.
-    assert!(pristine.hides_as_torn_tail(path, &[earlier, record_at, seal_at]));
-    for offs in [&[record_at, seal_at][..], &[earlier, record_at, seal_at]] {
-        assert!(
-            matches!(damage(offs), Outcome::Wrong(_)),
-            "damage at {offs:?} no longer reads as a torn tail: narrow hides_as_torn_tail"
-        );
-    }
+    // The closing LINK damaged: nothing is lost, and the sealed segment stays older.
+    let link_at = headers(newest_ranges)[0];
+    assert!(
+        matches!(
+            pristine.trial_with(newest, |b| b[link_at] ^= 0x5a),
+            Outcome::Unchanged | Outcome::DetectedOnOpen(_)
+        ),
+        "damage to the closing LINK"
+    );
 }

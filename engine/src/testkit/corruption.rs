@@ -377,64 +377,6 @@ impl Pristine {
         self.fs.contents(path).map_or(0, |b| b.len())
     }
 
-    /// Whether damage at `offsets` of `path` is the kind recovery cannot tell from a torn write
-    /// (SPEC.md §16.6, limit): in the newest WAL segment, the SEAL of the clean close is
-    /// damaged, and so are a record and every record after it. Nothing valid then follows the
-    /// first damaged record, so nothing attests it (a record's `synced_upto` only covers bytes
-    /// before it, the SEAL's is gone): replay ends there as at a torn tail and those records
-    /// are lost without an error, as after a crash before the SEAL persisted. One bit cannot do
-    /// that; the `db_damaged` fuzz target's many-byte damage can (found with the last record's
-    /// header, the SEAL and a tail byte changed), and skips it. Damage that leaves any later
-    /// record or the SEAL valid is mid-log damage, `Corruption`. An older segment's end is
-    /// attested by its successor's LINK instead.
-    pub fn hides_as_torn_tail(&self, path: &Path, offsets: &[usize]) -> bool {
-        let Some((records, seal)) = self.newest_segment_layout(path) else {
-            return false;
-        };
-        let hit = |r: &std::ops::Range<usize>| offsets.iter().any(|o| r.contains(o));
-        if !hit(&seal) {
-            return false;
-        }
-        match records.iter().position(hit) {
-            Some(first) => records[first..].iter().all(hit),
-            None => false,
-        }
-    }
-
-    /// For the newest WAL segment: the byte ranges of its BATCH records and of its SEAL
-    /// (`None` for any other file, or without a SEAL).
-    fn newest_segment_layout(
-        &self,
-        path: &Path,
-    ) -> Option<(Vec<std::ops::Range<usize>>, std::ops::Range<usize>)> {
-        use crate::wal::record::{decode_wal, WalDecoded};
-        let segment_of = |p: &Path| crate::wal::parse_segment_name(p.file_name()?.to_str()?);
-        let (number, format) = segment_of(path)?;
-        let newest = self
-            .fs
-            .files()
-            .iter()
-            .filter_map(|p| segment_of(p))
-            .map(|(n, _)| n)
-            .max()?;
-        if number != newest {
-            return None;
-        }
-        let bytes = self.fs.contents(path)?;
-        let (mut at, mut records) = (0usize, Vec::new());
-        loop {
-            match decode_wal(format, bytes.get(at..)?, number).ok()? {
-                WalDecoded::Record(r) => {
-                    records.push(at..at + r.len);
-                    at += r.len;
-                }
-                WalDecoded::Link { len, .. } => at += len,
-                WalDecoded::Seal { len, .. } => return Some((records, at..at + len)),
-                WalDecoded::End => return None,
-            }
-        }
-    }
-
     /// Bytes of each class in the database (the denominators of a sampled sweep).
     pub fn bytes_by_class(&self) -> BTreeMap<&'static str, u64> {
         let mut out = BTreeMap::new();

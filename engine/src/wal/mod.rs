@@ -300,10 +300,19 @@ impl Wal {
                             .map_err(|e| Error::io(last_path, "cutting a torn WAL tail", e))?;
                     }
                     link = Some((*last_n, last.end));
-                    if last.last_seq >= next_seq.max(1) {
+                    let mut last_seq = last.last_seq;
+                    // A clean close leaves a newest segment holding only its LINK: the last
+                    // seq is in the segment it names (damage there is replay's to report).
+                    if let (0, Some((prev, _))) = (last_seq, last.link) {
+                        if let Some((_, prev_path)) = segs.iter().find(|(n, _)| *n == prev) {
+                            if let Ok(p) = reader::inspect_last_segment(&*fs, prev_path, prev) {
+                                last_seq = p.last_seq;
+                            }
+                        }
+                    }
+                    if last_seq >= next_seq.max(1) {
                         return Err(Error::InvalidArgument(format!(
-                            "next_seq {next_seq} does not exceed seq {} already in the WAL",
-                            last.last_seq
+                            "next_seq {next_seq} does not exceed seq {last_seq} already in the WAL"
                         )));
                     }
                 }
@@ -519,6 +528,8 @@ mod tests {
         check::<Wal>();
     }
 
+    /// Each open starts a segment, and each clean close of a segment holding records one more
+    /// with a LINK alone (SPEC §16.5), so the sealed segment is never the newest.
     #[test]
     fn open_starts_a_new_segment_each_time() {
         let d = tempfile::tempdir().unwrap();
@@ -527,15 +538,44 @@ mod tests {
         w.append(b"a", Durability::SyncWal).unwrap();
         w.close().unwrap();
         let w = open(d.path(), WalOptions::default(), 2);
-        assert_eq!(w.stats().current_segment, 2);
+        assert_eq!(w.stats().current_segment, 3);
         w.append(b"b", Durability::FsyncWal).unwrap();
         drop(w);
+        // Nothing written: no closing segment.
+        open(d.path(), WalOptions::default(), 3).close().unwrap();
         let segs = list_segments(&RealFs, d.path()).unwrap();
-        assert_eq!(segs.iter().map(|s| s.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            segs.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4, 5]
+        );
         assert_eq!(
             collect(d.path()),
             vec![(1, b"a".to_vec()), (2, b"b".to_vec())]
         );
+        let s = replay(&RealFs, d.path(), 0, RecoveryMode::Strict, |_, _, _| Ok(())).unwrap();
+        assert!(s.torn_tail.is_none() && s.skipped.is_empty(), "{s:?}");
+        // The closing segments hold their LINK alone.
+        for n in [2, 4] {
+            let len = std::fs::metadata(d.path().join(segment_file_name(n)))
+                .unwrap()
+                .len();
+            assert_eq!(len, record::link_framed_len() as u64, "segment {n}");
+        }
+    }
+
+    /// The seq check of `open` looks past a LINK-only newest segment into the one it names.
+    #[test]
+    fn open_refuses_a_used_next_seq_behind_a_closing_link() {
+        let d = tempfile::tempdir().unwrap();
+        let w = open(d.path(), WalOptions::default(), 1);
+        for p in [b"a", b"b", b"c"] {
+            w.append(p, Durability::SyncWal).unwrap();
+        }
+        w.close().unwrap();
+        assert_eq!(list_segments(&RealFs, d.path()).unwrap().len(), 2);
+        let e = Wal::open(Arc::new(RealFs), d.path(), WalOptions::default(), 3).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        open(d.path(), WalOptions::default(), 4).close().unwrap();
     }
 
     #[test]
@@ -554,7 +594,8 @@ mod tests {
         let w = open(d.path(), WalOptions::default(), 1);
         w.append(b"good", Durability::FsyncWal).unwrap();
         w.close().unwrap();
-        // Simulate a torn second record.
+        // A crash instead of the close's LINK-only segment 2, with a torn second record.
+        std::fs::remove_file(d.path().join(segment_file_name(2))).unwrap();
         let p = d.path().join(segment_file_name(1));
         let f = crate::fs::FileSystem::open(&RealFs, &p).unwrap();
         // After "good" and the seal of the clean close.

@@ -299,6 +299,8 @@ pub(crate) struct LastSegment {
     pub last_seq: u64,
     /// Where its data ends once a torn tail is cut: what the next segment's LINK records.
     pub end: u64,
+    /// Its LINK: the previous segment's number and the end of its data.
+    pub link: Option<(u64, u64)>,
 }
 
 /// Examine the newest segment as `TolerateTornTail` replay would.
@@ -320,6 +322,7 @@ pub(crate) fn inspect_last_segment(
         torn_at: out.torn.map(|(o, _)| o),
         last_seq: out.last_seq,
         end: out.end,
+        link: out.link,
     })
 }
 

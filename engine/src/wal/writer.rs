@@ -27,7 +27,9 @@
 //! Every record carries `synced_upto`: the offset of its segment up to which an fdatasync had
 //! completed when its group was framed ([`Segment::synced`]; 0 in a fresh segment). After the
 //! final fdatasync of a clean close, a SEAL attests that offset when no record does yet, so
-//! replay can tell damage to synced bytes from a torn unsynced write (see `reader`).
+//! replay can tell damage to synced bytes from a torn unsynced write (see `reader`), and the
+//! next segment is started with its LINK alone, so that the sealed segment's end is attested
+//! by a LINK as an older segment's is (`Writer::close_with_link`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -144,6 +146,7 @@ impl BatchWriter for Writer {
     fn finish(&mut self) {
         // Closing: everything was written and synced by the last batch.
         self.seal();
+        self.close_with_link();
     }
 }
 
@@ -171,6 +174,41 @@ impl Writer {
                 error = %e,
                 path = %self.seg.path.display(),
                 "could not seal the WAL segment at close"
+            ),
+        }
+        self.buf.clear();
+    }
+
+    /// After the SEAL of a clean close, start the next segment with its LINK alone, written
+    /// and fdatasynced: the sealed segment is then no longer the newest, so damage at its end
+    /// is mid-log damage (`Corruption`), attested by the LINK, instead of the one damage the
+    /// torn-tail rule cannot tell from an interrupted write — the SEAL and a run of records up
+    /// to the last, all damaged (SPEC §16.6). Skipped when the segment holds nothing or is not
+    /// all synced; a failure only warns: the sealed segment is intact, and a LINK-less or
+    /// half-written new segment reads as an empty newest segment.
+    fn close_with_link(&mut self) {
+        if self.seg.offset == 0 || self.seg.dirty {
+            return;
+        }
+        let (previous, end) = (self.seg.number, self.seg.offset);
+        let number = previous + 1;
+        self.buf.clear();
+        encode_link(number, previous, end, &mut self.buf);
+        let written =
+            create_segment(&*self.fs, &self.dir, number, self.buf.len() as u64).and_then(|next| {
+                self.device
+                    .write(&next.file, 0, &self.buf, true)
+                    .map_err(|e| Error::io(&next.path, "writing the closing WAL LINK", e))
+            });
+        match written {
+            Ok(()) => {
+                StatsInner::add(&self.stats.syncs, 1);
+                tracing::debug!(segment = number, previous, end, "WAL closed with a LINK");
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                segment = number,
+                "could not start the closing WAL segment"
             ),
         }
         self.buf.clear();
