@@ -112,7 +112,10 @@ impl DbInner {
             families = gen.mems.len(),
             "memstores switched"
         );
-        self.frozen.lock().push_back(gen);
+        let mut frozen = self.frozen.lock();
+        frozen.push_back(gen);
+        self.frozen_gens.store(frozen.len(), Ordering::Release);
+        drop(frozen);
         self.flush_cv.notify_all();
         Ok(true)
     }
@@ -175,6 +178,7 @@ impl DbInner {
                 Ok(()) => {
                     let mut g = self.frozen.lock();
                     g.pop_front();
+                    self.frozen_gens.store(g.len(), Ordering::Release);
                     self.flush_cv.notify_all();
                 }
                 Err(FlushFailure::Retry(e)) => {

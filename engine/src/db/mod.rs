@@ -37,7 +37,7 @@ mod write;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -222,12 +222,17 @@ pub(crate) struct DbInner {
     sv: RwLock<Arc<SuperVersion>>,
     manifest: Mutex<(Manifest, ManifestState)>,
     frozen: Mutex<VecDeque<FrozenGen>>,
+    /// `frozen`'s length, changed under its lock: what every write's stall check reads,
+    /// without taking the lock.
+    frozen_gens: AtomicUsize,
     /// Signalled when a generation is frozen (wakes the flusher) and when one is flushed
     /// (wakes stalled writers and `flush` callers).
     flush_cv: Condvar,
     /// Shared with the WAL's group leaders, which publish the writes they apply.
     visibility: Arc<Visibility>,
     poisoned: Mutex<Option<Poison>>,
+    /// Set once `poisoned` holds a cause: the check every write makes three times is a load.
+    is_poisoned: AtomicBool,
     /// The file and operation of the last flush that failed for lack of space (the flush is
     /// retried; callers waiting on it get `NoSpace`).
     flush_no_space: Mutex<Option<(PathBuf, String)>>,
@@ -974,9 +979,11 @@ impl DbInner {
             sv: RwLock::new(Arc::new(sv)),
             manifest: Mutex::new((man, state)),
             frozen: Mutex::new(VecDeque::new()),
+            frozen_gens: AtomicUsize::new(0),
             flush_cv: Condvar::new(),
             visibility: Arc::new(Visibility::new(last_seq)),
             poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
             flush_no_space: Mutex::new(None),
             snapshots: Mutex::new(snapshot::Registry::new()),
             readers,
@@ -1029,6 +1036,9 @@ impl DbInner {
     }
 
     fn check_poisoned(&self) -> Result<()> {
+        if !self.is_poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &*self.poisoned.lock() {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
@@ -1043,6 +1053,7 @@ impl DbInner {
         if p.is_none() {
             *p = Some(why.clone());
         }
+        self.is_poisoned.store(true, Ordering::Release);
         drop(p);
         self.visibility.poison(&why);
         let _g = self.frozen.lock();

@@ -270,7 +270,7 @@ impl DbInner {
             self.check_poisoned()?;
             let (active, frozen) = self.sv().memstore_bytes();
             let total = active + frozen;
-            let gens = self.frozen.lock().len();
+            let gens = self.frozen_gens.load(Ordering::Acquire);
             let stop = if gens >= self.opts.max_frozen_generations {
                 Some("too many memstore generations waiting for flush")
             } else if total >= self.opts.stop_write_buffer_size {
