@@ -579,8 +579,14 @@ impl SkipList {
             // SAFETY: `x` is the head or a linked node reached at `level`, so it has that link.
             let r = unsafe { link(x, level) }.load(O::Acquire);
             let n = self.node_at(r);
-            // SAFETY: `n` is null or a linked node.
-            if n.is_null() || k.order_of(unsafe { key(n) }) != Ordering::Less {
+            if n.is_null() {
+                return (x, r);
+            }
+            // Where the search goes if it passes `n`: fetched while `n` is compared.
+            // SAFETY: `n` was reached at `level`, so it has that link.
+            prefetch(self.node_at(unsafe { link(n, level) }.load(O::Acquire)));
+            // SAFETY: `n` is a linked node.
+            if k.order_of(unsafe { key(n) }) != Ordering::Less {
                 return (x, r);
             }
             x = n;
