@@ -8,8 +8,9 @@
 //! Input: a file index byte, then (offset u16 LE, xor byte) triples applied to that file.
 //! Only byte changes, no truncation. Cutting the newest WAL segment exactly at a record
 //! boundary cannot be told from a real end, and would be reported here as a false finding.
-//! An older segment's cut is caught by its successor's LINK (`an_older_segment_cut_at_a_record_boundary_is_corruption`), and so
-//! is one of a cleanly closed database's last segment, which a LINK-only segment follows.
+//! An older segment's cut is caught by its successor's LINK
+//! (`an_older_segment_cut_at_a_record_boundary_is_corruption`), and so is one of a cleanly
+//! closed database's last segment, which a LINK-only segment follows.
 #![no_main]
 
 use std::sync::OnceLock;
