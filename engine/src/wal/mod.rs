@@ -183,11 +183,15 @@ pub struct Wal {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn too_large(len: usize) -> Error {
-    Error::InvalidArgument(format!(
-        "WAL record of {len} bytes exceeds the maximum {}",
-        record::MAX_PAYLOAD
-    ))
+/// Refuse a payload over the record limit before it is queued (or copied).
+fn check_len(len: usize) -> Result<()> {
+    if len > record::MAX_PAYLOAD as usize {
+        return Err(Error::InvalidArgument(format!(
+            "WAL record of {len} bytes exceeds the maximum {}",
+            record::MAX_PAYLOAD
+        )));
+    }
+    Ok(())
 }
 
 fn env_backend() -> Option<BackendKind> {
@@ -374,17 +378,13 @@ impl Wal {
 
     /// Append one record; returns its seq once `d` is satisfied.
     pub fn append(&self, payload: &[u8], d: Durability) -> Result<u64> {
-        if payload.len() > record::MAX_PAYLOAD as usize {
-            return Err(too_large(payload.len()));
-        }
+        check_len(payload.len())?;
         self.shared.append(Arc::new(payload.to_vec()), d)
     }
 
     /// [`Wal::append`] of a payload the caller keeps a share of (no copy).
     pub(crate) fn append_shared(&self, payload: commit::Payload, d: Durability) -> Result<u64> {
-        if payload.len() > record::MAX_PAYLOAD as usize {
-            return Err(too_large(payload.len()));
-        }
+        check_len(payload.len())?;
         self.shared.append(payload, d)
     }
 
@@ -400,9 +400,7 @@ impl Wal {
     where
         F: FnOnce(u64) -> Result<()> + Send + 'static,
     {
-        if payload.len() > record::MAX_PAYLOAD as usize {
-            return Err(AppendError::Wal(too_large(payload.len())));
-        }
+        check_len(payload.len()).map_err(AppendError::Wal)?;
         self.shared.append_applied(payload, d, apply)
     }
 
