@@ -492,6 +492,12 @@ impl<F: FileSystem> FileSystem for FaultFs<F> {
         self.inner.rename(from, to)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // A new name is a creation.
+        self.check(OpKind::Create, &[to])?;
+        self.inner.hard_link(from, to)
+    }
+
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.check(OpKind::Remove, &[path])?;
         self.inner.remove(path)

@@ -108,6 +108,13 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn File>>;
     /// Atomically rename, replacing `to` if it exists. Durable only after `sync_dir`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Make `to` a new name of the file `from` (a hard link; `to` must not exist). Durable
+    /// only after `sync_dir`. `Unsupported` where the file system has no links (the default),
+    /// `CrossesDevices` across devices: callers then copy.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let _ = (from, to);
+        Err(io::ErrorKind::Unsupported.into())
+    }
     /// Remove a file. Durable only after `sync_dir`.
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Remove an empty directory (`DirectoryNotEmpty` if it holds anything). Durable only after

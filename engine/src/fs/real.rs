@@ -140,6 +140,10 @@ impl FileSystem for RealFs {
         std::fs::rename(from, to)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
+    }
+
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }

@@ -1,13 +1,15 @@
-//! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `verify`
-//! and `compact`.
+//! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `verify`,
+//! `compact` and `checkpoint`.
 //!
-//! All but `compact` read the directory through `cellar::inspect`, which never writes and takes
-//! no lock: they work on a database another process has open, and on a damaged one (which is
-//! when an operator needs them). `compact` opens the database like any embedder.
+//! All but `compact` and `checkpoint` read the directory through `cellar::inspect`, which never
+//! writes and takes no lock: they work on a database another process has open, and on a
+//! damaged one (which is when an operator needs them). `compact` and `checkpoint` open the
+//! database like any embedder.
 //!
 //! Output: human text by default, `--format json` for one JSON document on stdout. Exit codes
 //! as `hfile-verify`: 0 clean, 1 corruption found, 2 usage or I/O error.
 
+pub mod checkpoint;
 pub mod compact;
 pub mod levels;
 pub mod manifest_dump;
