@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cellar::fs::{Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
+use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
 use cellar::{
     Db, Delete, Durability, Error, FamilyDescriptor, Get, Options, Put, Row, RowMutations, Scan,
     TableDescriptor, WriteOptions,
@@ -325,4 +325,63 @@ fn a_checkpoint_cut_short_is_refused_at_open_and_the_source_is_unharmed() {
     }
     // Every kind has at least one such operation in a checkpoint.
     assert!(failed >= 4, "only {failed} injected faults surfaced");
+}
+
+/// A power loss at any point of a checkpoint (its n-th file operation fails, then only what was
+/// durable survives), and after a complete one: the source holds what it held; the checkpoint
+/// is absent, refused for its marker, an empty directory (opened as a new database), or, once
+/// the call returned, complete.
+#[test]
+fn a_power_loss_during_or_after_a_checkpoint_leaves_it_whole_or_refused() {
+    let run = |nth: Option<u64>, policy: CrashPolicy, seed: u64| {
+        let sim = SimFs::new();
+        let ffs = FaultFs::new(sim.clone());
+        let db = Db::open(Path::new("/db"), sim_opts(&ffs)).unwrap();
+        fill(&db);
+        db.flush().unwrap();
+        let expected = everything(&db, None);
+        if let Some(n) = nth {
+            ffs.add_rule(Rule::any_op(Fault::Eio).path("/cp").nth(n));
+        }
+        let done = db.checkpoint(Path::new("/cp")).is_ok();
+        let ops = ffs.count_matching(&Rule::any_op(Fault::Eio).path("/cp"));
+        let after = FaultFs::new(sim.crash(policy, seed));
+        drop(db);
+        let what = format!("fault at /cp op {nth:?}, {policy:?} seed {seed}, done {done}");
+        let src = Db::open(Path::new("/db"), sim_opts(&after)).unwrap();
+        assert_eq!(everything(&src, None), expected, "{what}: source");
+        drop(src);
+        if after.exists(Path::new("/cp")).unwrap() {
+            match Db::open(Path::new("/cp"), sim_opts(&after)) {
+                Ok(c) => {
+                    let empty = c.list_tables().is_empty();
+                    assert!(
+                        (empty && !done) || everything(&c, None) == expected,
+                        "{what}: the checkpoint opened with other contents"
+                    );
+                }
+                Err(e) => {
+                    assert!(!done, "{what}: a finished checkpoint is refused: {e}");
+                    assert!(
+                        e.to_string().contains("CHECKPOINT-INCOMPLETE"),
+                        "{what}: {e}"
+                    );
+                }
+            }
+        } else {
+            assert!(!done, "{what}: a finished checkpoint is gone");
+        }
+        (done, ops)
+    };
+    let (done, total) = run(None, CrashPolicy::DropAll, 0);
+    assert!(done && total > 10, "{total} operations");
+    for n in 1..=total {
+        for (policy, seed) in [
+            (CrashPolicy::DropAll, n),
+            (CrashPolicy::KeepRandomPrefix, n),
+        ] {
+            let (done, _) = run(Some(n), policy, seed);
+            assert!(!done, "the fault at op {n} of {total} did not surface");
+        }
+    }
 }
