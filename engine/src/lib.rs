@@ -102,9 +102,9 @@ pub use cache::{CacheStats, KindStats, OpenFileStats};
 pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
-    Append, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, Increment, LevelStats,
-    MemoryBudget, Mutation, Options, Put, RecoveryReport, RowMutations, ScanIter, Snapshot, Stats,
-    Table, WriteBatch, WriteOptions,
+    Append, BackupFile, BackupInfo, Backups, CheckAndMutate, CheckpointInfo, CompactionStats, Db,
+    Delete, Increment, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RecoveryReport,
+    RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -440,3 +440,65 @@ fn checkpoint_makes_a_database_that_verifies_and_reads_the_same() {
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("already exists"), "{}", r.stderr);
 }
+
+#[test]
+fn backup_create_list_verify_restore_and_purge() {
+    let d = db();
+    for _ in 0..2 {
+        let r = cellar(&["backup", "create", "db", "bk"], d.path());
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    }
+    let v = json(&cellar(
+        &["backup", "list", "bk", "--format", "json"],
+        d.path(),
+    ));
+    let list = v["backups"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{v}");
+    assert!(list[0]["files"].as_u64().unwrap() >= 5, "{v}");
+    assert_eq!(cellar(&["backup", "verify", "bk"], d.path()).code, 0);
+
+    // A flipped byte in a shared HFile: verify and restore exit 1.
+    let shared = d.path().join("bk/shared");
+    let f = std::fs::read_dir(&shared)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let good = std::fs::read(&f).unwrap();
+    let mut bad = good.clone();
+    bad[10] ^= 1;
+    std::fs::write(&f, &bad).unwrap();
+    let r = cellar(&["backup", "verify", "bk", "--id", "1"], d.path());
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let r = cellar(&["backup", "restore", "bk", "bad"], d.path());
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    std::fs::write(&f, &good).unwrap();
+
+    let r = cellar(
+        &["backup", "restore", "bk", "restored", "--id", "2"],
+        d.path(),
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(cellar(&["verify", "restored"], d.path()).code, 0);
+    let count = |dir: &str| {
+        let db = Db::open(d.path().join(dir), Options::default()).unwrap();
+        let n = db
+            .table("t")
+            .unwrap()
+            .scan(cellar::Scan::new().raw())
+            .unwrap()
+            .count();
+        db.close().unwrap();
+        n
+    };
+    assert_eq!(count("restored"), count("db"));
+
+    let v = json(&cellar(
+        &["backup", "purge", "bk", "--keep", "1", "--format", "json"],
+        d.path(),
+    ));
+    assert_eq!(v["removed_backups"], serde_json::json!([1]), "{v}");
+    assert_eq!(v["backups"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(cellar(&["backup", "verify", "bk"], d.path()).code, 0);
+}

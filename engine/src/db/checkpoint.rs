@@ -33,7 +33,7 @@ use super::{DbInner, WAL_DIR};
 use crate::error::{Error, Result};
 use crate::fs::{create_dir_durable, FileSystem};
 use crate::manifest::{self, current, log::LogWriter};
-use crate::types::SeqNo;
+use crate::types::{FileMeta, SeqNo};
 use crate::wal::list_segments;
 
 /// What [`Db::checkpoint`](crate::Db::checkpoint) made.
@@ -64,8 +64,21 @@ pub(crate) const INCOMPLETE_MARKER: &str = "CHECKPOINT-INCOMPLETE";
 /// Bytes a copy reads and writes at a time.
 const COPY_CHUNK: usize = 1 << 20;
 
+/// Where [`DbInner::capture`] puts each live HFile.
+pub(super) enum Place<'a> {
+    /// `{target}/data/{family}/{n}.hfile`, linked, or copied when links are missing.
+    LinkOrCopy,
+    /// Handed to the closure (backups copy into their shared store); nothing under `data/`.
+    With(&'a mut dyn FnMut(&FileMeta, &Path) -> Result<()>),
+}
+
 impl DbInner {
     pub(super) fn checkpoint(&self, target: &Path) -> Result<CheckpointInfo> {
+        self.capture(target, Place::LinkOrCopy)
+    }
+
+    /// A checkpoint in `target` (see the module docs), with the HFiles placed as `place` says.
+    pub(super) fn capture(&self, target: &Path, mut place: Place<'_>) -> Result<CheckpointInfo> {
         self.check_poisoned()?;
         let fs = &*self.fs;
         let started = Instant::now();
@@ -81,16 +94,7 @@ impl DbInner {
             }
             Err(e) => return Err(Error::io(target, "checking the checkpoint directory", e)),
         }
-        create_dir_durable(fs, target)
-            .map_err(|e| Error::io(target, "creating the checkpoint directory", e))?;
-        let marker = target.join(INCOMPLETE_MARKER);
-        if let Err(e) = fs.create(&marker) {
-            // Nothing in the directory yet: removed, so no empty database is opened there.
-            let _ = fs.remove_dir(target);
-            return Err(Error::io(&marker, "creating the checkpoint's marker", e));
-        }
-        fs.sync_dir(target)
-            .map_err(|e| Error::io(target, "syncing the checkpoint directory", e))?;
+        let marker = begin_incomplete(fs, target)?;
         let wal_target = target.join(WAL_DIR);
         let data_target = target.join(manifest::DATA_DIR);
         for d in [&wal_target, &data_target] {
@@ -116,20 +120,26 @@ impl DbInner {
                     continue;
                 }
                 let name = file_name(&path)?;
-                info.wal_bytes += copy_file(fs, &path, &wal_target.join(name))?;
+                info.wal_bytes += copy_file(fs, &path, &wal_target.join(name))?.0;
                 info.wal_segments += 1;
             }
             state
         };
         let mut dirs = Vec::new();
         for f in state.current().all_files() {
+            let from = manifest::hfile_path(&self.dir, f.family, f.number);
+            info.file_bytes += f.size;
+            if let Place::With(put) = &mut place {
+                put(f, &from)?;
+                info.copied_files += 1;
+                continue;
+            }
             let dir = manifest::family_dir(target, f.family);
             if !dirs.contains(&dir) {
                 create_dir_durable(fs, &dir)
                     .map_err(|e| Error::io(&dir, "creating a checkpoint directory", e))?;
                 dirs.push(dir);
             }
-            let from = manifest::hfile_path(&self.dir, f.family, f.number);
             let to = manifest::hfile_path(target, f.family, f.number);
             match fs.hard_link(&from, &to) {
                 Ok(()) => info.linked_files += 1,
@@ -145,7 +155,6 @@ impl DbInner {
                 }
                 Err(e) => return Err(Error::io(&to, "linking an HFile into a checkpoint", e)),
             }
-            info.file_bytes += f.size;
         }
         for d in dirs.iter().chain([&wal_target, &data_target]) {
             fs.sync_dir(d)
@@ -155,9 +164,7 @@ impl DbInner {
         let number = state.allocate_file_number();
         LogWriter::create(fs, target, number, &state.snapshot_edit())?;
         current::install_current(fs, target, number)?;
-        fs.remove(&marker)
-            .and_then(|()| fs.sync_dir(target))
-            .map_err(|e| Error::io(&marker, "removing the checkpoint's marker", e))?;
+        end_incomplete(fs, target, &marker)?;
         info.manifest_seq = state.last_seq();
         tracing::info!(
             linked = info.linked_files,
@@ -172,14 +179,37 @@ impl DbInner {
     }
 }
 
+/// Create `target` durably with the [`INCOMPLETE_MARKER`] in it; returns the marker's path.
+pub(crate) fn begin_incomplete(fs: &dyn FileSystem, target: &Path) -> Result<PathBuf> {
+    create_dir_durable(fs, target)
+        .map_err(|e| Error::io(target, "creating the checkpoint directory", e))?;
+    let marker = target.join(INCOMPLETE_MARKER);
+    if let Err(e) = fs.create(&marker) {
+        // Nothing in the directory yet: removed, so no empty database is opened there.
+        let _ = fs.remove_dir(target);
+        return Err(Error::io(&marker, "creating the checkpoint's marker", e));
+    }
+    fs.sync_dir(target)
+        .map_err(|e| Error::io(target, "syncing the checkpoint directory", e))?;
+    Ok(marker)
+}
+
+/// Remove the marker [`begin_incomplete`] made, durably: the directory is a database now.
+pub(crate) fn end_incomplete(fs: &dyn FileSystem, target: &Path, marker: &Path) -> Result<()> {
+    fs.remove(marker)
+        .and_then(|()| fs.sync_dir(target))
+        .map_err(|e| Error::io(marker, "removing the checkpoint's marker", e))
+}
+
 fn file_name(path: &Path) -> Result<&str> {
     path.file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::InvalidArgument(format!("unnamed file {}", path.display())))
 }
 
-/// Copy `from` to the new file `to` and fdatasync it; returns the bytes copied.
-fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<u64> {
+/// Copy `from` to the new file `to` and fdatasync it; returns the bytes copied and their
+/// CRC-32C (of the bytes read, which are the bytes written).
+pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
     let src = fs
         .open(from)
         .map_err(|e| Error::io(from, "opening a file to copy", e))?;
@@ -188,19 +218,42 @@ fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<u64> {
         .map_err(|e| Error::io(from, "reading a file's length", e))?;
     let dst = fs
         .create(to)
-        .map_err(|e| Error::io(to, "creating a checkpoint file", e))?;
+        .map_err(|e| Error::io(to, "creating a file to copy into", e))?;
     let mut buf = vec![0u8; COPY_CHUNK];
     let mut at = 0u64;
+    let mut crc = 0u32;
     while at < len {
         let n = usize::try_from(len - at).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
         let chunk = &mut buf[..n];
         src.read_exact_at(chunk, at)
             .map_err(|e| Error::io(from, "reading a file to copy", e))?;
+        crc = crc32c::crc32c_append(crc, chunk);
         dst.write_all_at(chunk, at)
-            .map_err(|e| Error::io(to, "writing a checkpoint file", e))?;
+            .map_err(|e| Error::io(to, "writing a copied file", e))?;
         at += n as u64;
     }
     dst.sync_data()
-        .map_err(|e| Error::io(to, "syncing a checkpoint file", e))?;
-    Ok(len)
+        .map_err(|e| Error::io(to, "syncing a copied file", e))?;
+    Ok((len, crc))
+}
+
+/// The length and CRC-32C of the file at `path`.
+pub(crate) fn file_crc(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
+    let f = fs
+        .open(path)
+        .map_err(|e| Error::io(path, "opening a file to check", e))?;
+    let len = f
+        .len()
+        .map_err(|e| Error::io(path, "reading a file's length", e))?;
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let (mut at, mut crc) = (0u64, 0u32);
+    while at < len {
+        let n = usize::try_from(len - at).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
+        let chunk = &mut buf[..n];
+        f.read_exact_at(chunk, at)
+            .map_err(|e| Error::io(path, "reading a file to check", e))?;
+        crc = crc32c::crc32c_append(crc, chunk);
+        at += n as u64;
+    }
+    Ok((len, crc))
 }

@@ -21,6 +21,7 @@
 //!   (`compact`). Lock order: `compaction` before `switch` before `manifest`; the flush thread
 //!   never waits for compaction, so writers stopped by compaction debt always get unstuck.
 
+mod backup;
 mod checkpoint;
 mod compact;
 mod flush;
@@ -43,6 +44,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+pub use backup::{BackupFile, BackupInfo, Backups, PurgeInfo};
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
@@ -383,6 +385,14 @@ impl Db {
     /// or a crash keeps a `CHECKPOINT-INCOMPLETE` marker, and opening it is refused.
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointInfo> {
         self.inner.checkpoint(dir.as_ref())
+    }
+
+    /// Make an incremental backup under `root` (created if missing): a checkpoint whose HFiles
+    /// go to a store shared by every backup there (only those not yet in it are copied), and
+    /// whose every file is listed with its length and CRC-32C. [`Backups`] lists, verifies,
+    /// restores and purges them. Writes and reads go on meanwhile.
+    pub fn backup(&self, root: impl AsRef<Path>) -> Result<BackupInfo> {
+        self.inner.backup(root.as_ref())
     }
 
     /// Pin the current state: reads `at` the snapshot see exactly the writes acknowledged

@@ -1,5 +1,5 @@
 //! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile`; the
-//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `checkpoint`;
+//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `checkpoint`, `backup`;
 //! `shell`; `bench`; `reliability-report`), each a thin layer over `cellar_tools`. The hidden
 //! `child` is the process the report's SIGKILL cycles kill (`cellar_tools::crash`).
 
@@ -14,6 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use cellar_tools::bench::BenchArgs;
 use cellar_tools::build::BuildArgs;
 use cellar_tools::crash::ChildArgs;
+use cellar_tools::db::backup::BackupArgs;
 use cellar_tools::db::checkpoint::CheckpointArgs;
 use cellar_tools::db::compact::CompactArgs;
 use cellar_tools::db::levels::LevelsArgs;
@@ -54,6 +55,8 @@ enum Command {
     /// Open a database and make an online checkpoint of it in a new directory (HFiles
     /// hard-linked, WAL tail copied), which opens as a database of its own.
     Checkpoint(CheckpointArgs),
+    /// Incremental backups: create (opens the database), list, verify, restore, purge.
+    Backup(BackupArgs),
     /// db_bench-style workloads and YCSB A–F against an embedded database.
     Bench(BenchArgs),
     /// Run a bounded slice of the reliability suite (SIGKILL cycles, simulated power losses,
@@ -96,6 +99,7 @@ fn main() {
         Command::Verify(a) => cellar_tools::db::verify::run(a, out),
         Command::Compact(a) => cellar_tools::db::compact::run(a, out),
         Command::Checkpoint(a) => cellar_tools::db::checkpoint::run(a, out),
+        Command::Backup(a) => cellar_tools::db::backup::run(a, out),
         Command::Bench(a) => cellar_tools::bench::run(a, out),
         Command::ReliabilityReport(a) => cellar_tools::reliability::run(a, out),
         Command::Shell(_) | Command::Child(_) => Ok(cellar_tools::EXIT_OK),

@@ -1,14 +1,15 @@
 //! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `verify`,
-//! `compact` and `checkpoint`.
+//! `compact`, `checkpoint` and `backup`.
 //!
-//! All but `compact` and `checkpoint` read the directory through `cellar::inspect`, which never
-//! writes and takes no lock: they work on a database another process has open, and on a
-//! damaged one (which is when an operator needs them). `compact` and `checkpoint` open the
-//! database like any embedder.
+//! The others read the directory through `cellar::inspect`, which never writes and takes no
+//! lock: they work on a database another process has open, and on a damaged one (which is when
+//! an operator needs them). `compact`, `checkpoint` and `backup create` open the database like
+//! any embedder; the other `backup` commands read and write only the backup root.
 //!
 //! Output: human text by default, `--format json` for one JSON document on stdout. Exit codes
 //! as `hfile-verify`: 0 clean, 1 corruption found, 2 usage or I/O error.
 
+pub mod backup;
 pub mod checkpoint;
 pub mod compact;
 pub mod levels;
