@@ -76,6 +76,17 @@ impl BackupInfo {
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.len).sum()
     }
+
+    /// The backup's `FILES` text (SPEC.md §17.11).
+    pub fn file_list(&self) -> String {
+        render_files(self)
+    }
+
+    /// Parse a `FILES` text; `Corruption` (naming `FILES`) if it breaks any rule of SPEC.md
+    /// §17.11. `new_shared_bytes` is 0: the list does not hold it.
+    pub fn parse_file_list(bytes: &[u8]) -> Result<BackupInfo> {
+        parse_files(Path::new(FILES), bytes)
+    }
 }
 
 /// What [`Backups::purge`] removed.
