@@ -383,6 +383,21 @@ impl Db {
     /// when `dir` is on another device), the WAL segments still needed are copied; memstores
     /// are flushed first. Writes and reads go on meanwhile. A checkpoint cut short by an error
     /// or a crash keeps a `CHECKPOINT-INCOMPLETE` marker, and opening it is refused.
+    ///
+    /// ```
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # let (dir, copy) = (tmp.path().join("db"), tmp.path().join("copy"));
+    /// let db = Db::open(&dir, Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// db.table("t")?.put(Put::new("r").add("cf", "q", "v"))?;
+    /// let info = db.checkpoint(&copy)?;
+    /// assert_eq!(info.copied_files, 0); // hard links on one file system
+    /// let cp = Db::open(&copy, Options::default())?;
+    /// let row = cp.table("t")?.get(&Get::new("r"))?.unwrap();
+    /// assert_eq!(row.value("cf", "q"), Some(&b"v"[..]));
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointInfo> {
         self.inner.checkpoint(dir.as_ref())
     }
@@ -391,6 +406,27 @@ impl Db {
     /// go to a store shared by every backup there (only those not yet in it are copied), and
     /// whose every file is listed with its length and CRC-32C. [`Backups`] lists, verifies,
     /// restores and purges them. Writes and reads go on meanwhile.
+    ///
+    /// ```
+    /// use cellar::{Backups, Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # let (dir, root) = (tmp.path().join("db"), tmp.path().join("backups"));
+    /// # let restored = tmp.path().join("restored");
+    /// let db = Db::open(&dir, Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// db.table("t")?.put(Put::new("r").add("cf", "q", "v1"))?;
+    /// let first = db.backup(&root)?;
+    /// db.table("t")?.put(Put::new("r").add("cf", "q", "v2"))?;
+    /// db.backup(&root)?; // copies only the HFiles the first one lacks
+    ///
+    /// let backups = Backups::open(&root);
+    /// backups.verify(first.id)?; // every byte against its CRC-32C
+    /// backups.restore(first.id, &restored)?;
+    /// let old = Db::open(&restored, Options::default())?;
+    /// let row = old.table("t")?.get(&Get::new("r"))?.unwrap();
+    /// assert_eq!(row.value("cf", "q"), Some(&b"v1"[..]));
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
     pub fn backup(&self, root: impl AsRef<Path>) -> Result<BackupInfo> {
         self.inner.backup(root.as_ref())
     }
