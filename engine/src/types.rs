@@ -57,6 +57,9 @@ pub struct FileMeta {
     pub deletes: u64,
     /// When the file was written, ms since the epoch (periodic major compaction ages by it).
     pub created_ms: u64,
+    /// CRC-32C of the whole file, as its writer computed it (`None` for files written before
+    /// the manifest recorded it): backups copy and check files by it.
+    pub crc: Option<u32>,
 }
 
 /// A cursor over cells in key order (SPEC.md §3.2), the one interface the read path merges:

@@ -3,6 +3,7 @@
 //! found by verify and refused by restore; purge keeps what the remaining backups need; a
 //! backup cut short is invisible and cleaned up.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -332,4 +333,61 @@ fn a_power_loss_during_a_backup_or_a_restore_loses_nothing_listed() {
             }
         }
     }
+}
+
+/// With each file's checksum in the manifest, a backup reads only the HFiles the store lacks,
+/// and checks them as it copies: a damaged live file fails the backup instead of entering it.
+#[test]
+fn an_incremental_backup_reads_only_new_files_and_checks_them() {
+    let ffs = FaultFs::new(SimFs::new());
+    let opts = Options {
+        fs: Arc::new(ffs.clone()),
+        ..Options::default()
+    };
+    let db = Db::open(Path::new("/db"), opts).unwrap();
+    schema(&db);
+    write(&db, 0, 1600, "v");
+    let first = db.backup("/bk").unwrap();
+    write(&db, 1600, 2000, "w");
+    let opens = Rule::on(OpKind::Open, Fault::Eio).path("/db/data/");
+    let before = ffs.count_matching(&opens);
+    let second = db.backup("/bk").unwrap();
+    let opened = ffs.count_matching(&opens) - before;
+    let old: BTreeSet<_> = first
+        .files
+        .iter()
+        .filter_map(|f| f.shared.clone())
+        .collect();
+    let new = second
+        .files
+        .iter()
+        .filter(|f| f.shared.as_ref().is_some_and(|s| !old.contains(s)))
+        .count() as u64;
+    assert!(
+        new >= 1 && new < second.files.len() as u64,
+        "{new} new files"
+    );
+    assert_eq!(opened, new, "files opened by the second backup");
+
+    // A new file damaged on disk: the backup fails naming it, and lists nothing new.
+    write(&db, 2000, 2400, "x");
+    db.flush().unwrap();
+    let newest = ffs
+        .list(Path::new("/db/data/1"))
+        .unwrap()
+        .into_iter()
+        .max()
+        .unwrap();
+    let path = Path::new("/db/data/1").join(&newest);
+    let mut bytes = ffs.inner().contents(&path).unwrap();
+    bytes[3] ^= 0x10;
+    ffs.inner().set_contents(&path, &bytes).unwrap();
+    let e = db.backup("/bk").unwrap_err();
+    assert!(
+        matches!(&e, Error::Corruption { file, .. } if file == &path),
+        "{e}"
+    );
+    let b = Backups::with_fs("/bk", Arc::new(ffs.clone()));
+    assert_eq!(b.ids().unwrap(), vec![1, 2]);
+    b.verify(2).unwrap();
 }

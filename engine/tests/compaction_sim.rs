@@ -213,6 +213,7 @@ impl Sim {
             entries: size / CELL,
             deletes: 0,
             created_ms: self.now,
+            crc: None,
         }
     }
 

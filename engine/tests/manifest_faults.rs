@@ -55,6 +55,7 @@ fn add_file(s: &mut ManifestState) -> VersionEdit {
             entries: 1,
             deletes: 0,
             created_ms: 0,
+            crc: None,
         }],
         last_seq: Some(n),
         ..Default::default()

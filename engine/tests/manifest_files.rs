@@ -45,6 +45,7 @@ fn file(number: u64, family: u32, level: u32) -> FileMeta {
         entries: 7,
         deletes: 1,
         created_ms: 5,
+        crc: None,
     }
 }
 

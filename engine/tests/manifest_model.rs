@@ -91,6 +91,7 @@ fn file(number: u64, family: u32, level: u32, seq: u64) -> FileMeta {
         entries: 1,
         deletes: 0,
         created_ms: number,
+        crc: None,
     }
 }
 

@@ -189,6 +189,7 @@ mod tests {
             entries: 1,
             deletes: 0,
             created_ms: 0,
+            crc: None,
         })
     }
 

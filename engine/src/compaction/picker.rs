@@ -961,6 +961,7 @@ mod tests {
             entries: 100,
             deletes: 0,
             created_ms: 10 * DAY,
+            crc: None,
         }
     }
 

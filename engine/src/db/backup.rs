@@ -357,7 +357,12 @@ impl DbInner {
                 f.family,
                 manifest::hfile_file_name(f.number)
             );
-            let (len, crc) = file_crc(fs, from)?;
+            // The manifest's checksum spares reading a file the store already has; a file
+            // from before the manifest recorded one is read for it.
+            let (len, crc) = match f.crc {
+                Some(crc) => (f.size, crc),
+                None => file_crc(fs, from)?,
+            };
             let name = format!("{:06}_{len}_{crc:08x}.hfile", f.number);
             let dest = shared.join(&name);
             let have = fs
@@ -370,7 +375,15 @@ impl DbInner {
                 let _ = fs.remove(&part);
                 let got = copy_file(fs, from, &part)?;
                 if got != (len, crc) {
-                    return Err(corrupt(from, "the HFile changed while it was copied"));
+                    let _ = fs.remove(&part);
+                    return Err(corrupt(
+                        from,
+                        &format!(
+                            "{} bytes with CRC-32C {:08x}, the manifest records {len} bytes \
+                             with {crc:08x}: the live file is damaged",
+                            got.0, got.1
+                        ),
+                    ));
                 }
                 fs.rename(&part, &dest)
                     .map_err(|e| Error::io(&dest, "installing a shared HFile", e))?;

@@ -780,7 +780,7 @@ impl DbInner {
         task: &CompactionTask,
         _desc: &FamilyDescriptor,
     ) -> Result<FileMeta> {
-        let (_, summary) = o.writer.finish()?;
+        let (sink, summary) = o.writer.finish()?;
         self.rate_limiter
             .request(summary.file_size.saturating_sub(o.charged));
         o.file
@@ -792,6 +792,7 @@ impl DbInner {
             task.output_level,
             o.min_seq,
             &summary,
+            sink.crc(),
         ))
     }
 

@@ -379,7 +379,7 @@ impl DbInner {
             it.next()?;
         }
         self.count_dropped(purger.dropped());
-        let (_, summary) = w.finish()?;
+        let (sink, summary) = w.finish()?;
         if summary.info.entries == 0 {
             drop(file);
             self.fs
@@ -389,7 +389,14 @@ impl DbInner {
         }
         file.sync_data()
             .map_err(|e| Error::io(&path, "syncing a flushed HFile", e))?;
-        Ok(Some(file_meta(number, mem.family(), 0, min_seq, &summary)))
+        Ok(Some(file_meta(
+            number,
+            mem.family(),
+            0,
+            min_seq,
+            &summary,
+            sink.crc(),
+        )))
     }
 
     /// Create HFile `number` of `family` (and the family's directory) and open a writer on it
@@ -449,6 +456,7 @@ pub(super) fn file_meta(
     level: u32,
     min_seq: u64,
     summary: &cellar_format::FileSummary,
+    crc: u32,
 ) -> FileMeta {
     let info = &summary.info;
     FileMeta {
@@ -465,5 +473,6 @@ pub(super) fn file_meta(
         entries: info.entries,
         deletes: info.deletes(),
         created_ms: info.created_at_ms,
+        crc: Some(crc),
     }
 }

@@ -185,17 +185,28 @@ impl cellar_format::ReadAt for FormatSource {
 pub struct AppendWriter {
     file: Arc<dyn File>,
     offset: u64,
+    /// CRC-32C of every byte written so far.
+    crc: u32,
 }
 
 impl AppendWriter {
     /// Append from the start of `file`.
     pub fn new(file: Arc<dyn File>) -> Self {
-        AppendWriter { file, offset: 0 }
+        AppendWriter {
+            file,
+            offset: 0,
+            crc: 0,
+        }
     }
 
     /// The file written.
     pub fn file(&self) -> &Arc<dyn File> {
         &self.file
+    }
+
+    /// CRC-32C of the bytes written so far: of the whole file once the writer finished.
+    pub fn crc(&self) -> u32 {
+        self.crc
     }
 }
 
@@ -203,6 +214,7 @@ impl io::Write for AppendWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.file.write_all_at(buf, self.offset)?;
         self.offset += buf.len() as u64;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {

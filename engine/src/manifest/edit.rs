@@ -26,6 +26,8 @@
 //!   11  next_table_id       varint32
 //!   12  next_family_id      varint32
 //!   13  wal_format          varint32
+//! 0x4001  file_crc          len varint32 | family varint32 | number varint64 | crc u32 LE
+//!                           (safe to ignore; names an added_file of the same edit)
 //!
 //! family descriptor := name bytes | max_versions varint32 | min_versions varint32
 //!                      | ttl_ms varint64 (0 = forever) | keep_deleted u8 | bloom_code u8
@@ -79,6 +81,9 @@ pub mod tag {
     pub const WAL_FORMAT: u32 = 13;
     /// Bit marking a field a reader may skip when it does not know the tag.
     pub const SAFE_TO_IGNORE: u32 = 0x4000;
+    /// The whole-file CRC-32C of an added file (safe to ignore: an older reader loses only
+    /// the checksum).
+    pub const FILE_CRC: u32 = SAFE_TO_IGNORE | 1;
 }
 
 /// Persisted codes of [`KeepDeletedCells`]: never renumber.
@@ -263,6 +268,16 @@ impl VersionEdit {
             put_varint32(&mut out, tag::WAL_FORMAT);
             put_varint32(&mut out, v);
         }
+        for f in &self.added_files {
+            if let Some(crc) = f.crc {
+                let mut body = Vec::with_capacity(16);
+                put_varint32(&mut body, f.family);
+                put_varint64(&mut body, f.number);
+                body.extend_from_slice(&crc.to_le_bytes());
+                put_varint32(&mut out, tag::FILE_CRC);
+                put_bytes(&mut out, &body);
+            }
+        }
         out
     }
 
@@ -271,12 +286,35 @@ impl VersionEdit {
     pub fn decode(buf: &[u8]) -> Result<VersionEdit, EditError> {
         let mut c = Cursor::new(buf);
         let mut e = VersionEdit::default();
+        let mut crcs = Vec::new();
         while !c.is_empty() {
             let start = c.position();
-            decode_field(&mut c, &mut e).map_err(|m| EditError {
+            decode_field(&mut c, &mut e, &mut crcs).map_err(|m| EditError {
                 offset: start,
                 what: m.0,
             })?;
+        }
+        // Each checksum belongs to one file added by the same edit, given once.
+        for (offset, family, number, crc) in crcs {
+            let f = e
+                .added_files
+                .iter_mut()
+                .find(|f| f.family == family && f.number == number);
+            match f {
+                Some(f) if f.crc.is_none() => f.crc = Some(crc),
+                Some(_) => {
+                    return Err(EditError {
+                        offset,
+                        what: format!("file_crc of file {number} appears twice"),
+                    })
+                }
+                None => {
+                    return Err(EditError {
+                        offset,
+                        what: format!("file_crc of file {number}, which the edit does not add"),
+                    })
+                }
+            }
         }
         Ok(e)
     }
@@ -295,7 +333,15 @@ fn string(c: &mut Cursor<'_>, what: &str) -> Result<String, Malformed> {
     String::from_utf8(b.to_vec()).map_err(|_| Malformed(format!("{what} is not UTF-8")))
 }
 
-fn decode_field(c: &mut Cursor<'_>, e: &mut VersionEdit) -> Result<(), Malformed> {
+/// A `file_crc` field: where it starts, the file's family and number, and the checksum.
+type FileCrc = (usize, FamilyId, u64, u32);
+
+fn decode_field(
+    c: &mut Cursor<'_>,
+    e: &mut VersionEdit,
+    crcs: &mut Vec<FileCrc>,
+) -> Result<(), Malformed> {
+    let start = c.position();
     let t = c.varint32("field tag")?;
     match t {
         tag::NEXT_FILE_NUMBER => {
@@ -337,6 +383,7 @@ fn decode_field(c: &mut Cursor<'_>, e: &mut VersionEdit) -> Result<(), Malformed
                 entries: c.varint64("added file entries")?,
                 deletes: c.varint64("added file deletes")?,
                 created_ms: c.varint64("added file created_ms")?,
+                crc: None,
             });
             Ok(())
         }
@@ -399,6 +446,17 @@ fn decode_field(c: &mut Cursor<'_>, e: &mut VersionEdit) -> Result<(), Malformed
         tag::WAL_FORMAT => {
             let v = c.varint32("wal_format")?;
             set_once(&mut e.wal_format, v, "wal_format")
+        }
+        tag::FILE_CRC => {
+            let mut b = Cursor::new(c.len_prefixed("file_crc body")?);
+            let family = b.varint32("file_crc family")?;
+            let number = b.varint64("file_crc number")?;
+            let crc = b.u32("file_crc")?;
+            if !b.is_empty() {
+                return Err(Malformed("file_crc body longer than its fields".into()));
+            }
+            crcs.push((start, family, number, crc));
+            Ok(())
         }
         t if t & tag::SAFE_TO_IGNORE != 0 => {
             // A field from a newer writer that declared it optional: skip its body whole.
@@ -482,6 +540,7 @@ mod tests {
                 entries: 1000,
                 deletes: 10,
                 created_ms: 1_700_000_000_000,
+                crc: None,
             }],
             deleted_files: vec![(3, 0, 9), (4, 6, u64::MAX)],
             create_namespaces: vec!["ns1".into(), "ns2".into()],
@@ -525,6 +584,55 @@ mod tests {
     }
 
     #[test]
+    fn file_crc_rides_with_its_added_file() {
+        let mut e = full_edit();
+        let mut second = e.added_files[0].clone();
+        second.number = 13;
+        second.crc = Some(0xdead_beef);
+        e.added_files.push(second);
+        let b = e.encode();
+        assert_eq!(VersionEdit::decode(&b).unwrap(), e);
+        // The field follows every fixed one, safe to ignore: tag 0x4001, then its length.
+        let mut tail = Vec::new();
+        put_varint32(&mut tail, tag::FILE_CRC);
+        put_varint32(&mut tail, 6);
+        put_varint32(&mut tail, 3);
+        put_varint64(&mut tail, 13);
+        tail.extend_from_slice(&0xdead_beef_u32.to_le_bytes());
+        assert!(b.ends_with(&tail), "{}", hex(&b));
+        assert_eq!(tag::FILE_CRC & tag::SAFE_TO_IGNORE, tag::SAFE_TO_IGNORE);
+
+        let crc_field = |family: u32, number: u64, extra: &[u8]| {
+            let mut body = Vec::new();
+            put_varint32(&mut body, family);
+            put_varint64(&mut body, number);
+            body.extend_from_slice(&7u32.to_le_bytes());
+            body.extend_from_slice(extra);
+            let mut f = Vec::new();
+            put_varint32(&mut f, tag::FILE_CRC);
+            put_bytes(&mut f, &body);
+            f
+        };
+        let base = full_edit().encode();
+        // A checksum of a file the edit does not add, of one already given, or with a longer
+        // body is corrupt.
+        for (field, what) in [
+            (crc_field(3, 99, &[]), "does not add"),
+            (crc_field(4, 12, &[]), "does not add"),
+            (
+                [crc_field(3, 12, &[]), crc_field(3, 12, &[])].concat(),
+                "twice",
+            ),
+            (crc_field(3, 12, &[0]), "longer"),
+        ] {
+            let err = VersionEdit::decode(&[base.clone(), field].concat()).unwrap_err();
+            assert!(err.what.contains(what), "{err:?}");
+        }
+        let ok = VersionEdit::decode(&[base, crc_field(3, 12, &[])].concat()).unwrap();
+        assert_eq!(ok.added_files[0].crc, Some(7));
+    }
+
+    #[test]
     fn every_keep_deleted_and_bloom_code_round_trips() {
         for k in [
             KeepDeletedCells::False,
@@ -556,7 +664,7 @@ mod tests {
         let mut b = Vec::new();
         put_varint32(&mut b, tag::LAST_SEQ);
         put_varint64(&mut b, 5);
-        put_varint32(&mut b, tag::SAFE_TO_IGNORE | 1);
+        put_varint32(&mut b, tag::SAFE_TO_IGNORE | 99);
         put_bytes(&mut b, b"future stuff");
         put_varint32(&mut b, tag::LOG_NUMBER);
         put_varint64(&mut b, 2);

@@ -610,6 +610,7 @@ mod tests {
             entries: 3,
             deletes: 0,
             created_ms: 0,
+            crc: None,
         }
     }
 

@@ -211,7 +211,7 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
     }
     for f in &e.added_files {
         s.push_str(&format!(
-            "  add_file {} {} L{}: {}, {} entries ({} deletes), rows '{}' .. '{}', seq {}..{}, ts {}..{}, created {}\n",
+            "  add_file {} {} L{}: {}, {} entries ({} deletes), rows '{}' .. '{}', seq {}..{}, ts {}..{}, created {}{}\n",
             f.name,
             names.label(f.family_id),
             f.level,
@@ -224,7 +224,10 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
             f.max_seq,
             f.min_ts,
             f.max_ts,
-            f.created_ms
+            f.created_ms,
+            f.crc32c
+                .as_deref()
+                .map_or(String::new(), |c| format!(", crc32c {c}"))
         ));
     }
     for id in &e.drop_tables {

@@ -139,6 +139,9 @@ pub struct FileJson {
     pub max_ts: u64,
     /// Creation time, ms since the epoch.
     pub created_ms: u64,
+    /// CRC-32C of the whole file as the manifest records it (8 hex digits), if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crc32c: Option<String>,
 }
 
 impl From<&FileMeta> for FileJson {
@@ -160,6 +163,7 @@ impl From<&FileMeta> for FileJson {
             min_ts: f.min_ts,
             max_ts: f.max_ts,
             created_ms: f.created_ms,
+            crc32c: f.crc.map(|c| format!("{c:08x}")),
         }
     }
 }
