@@ -90,6 +90,12 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<ManifestState> {
     replay_manifest(&manifest_edits(fs, dir)?)
 }
 
+/// The length and CRC-32C of the whole file at `path` (what the manifest's `file_crc` records
+/// of an HFile, SPEC.md §17.3).
+pub fn file_crc32c(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
+    crate::db::file_crc(fs, path)
+}
+
 /// The directory of the WAL segments of the database in `dir`.
 pub fn wal_dir(dir: &Path) -> PathBuf {
     dir.join(crate::db::WAL_DIR)

@@ -45,6 +45,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use backup::{BackupFile, BackupInfo, Backups, PurgeInfo};
+pub(crate) use checkpoint::file_crc;
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};

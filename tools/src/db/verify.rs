@@ -1,6 +1,7 @@
 //! `cellar verify DIR`: the whole database, read-only — the manifest replays; every live HFile
 //! exists, has the size the manifest recorded, passes the format verifier (checksums, ordering,
-//! bloom, entry count) and holds as many cells as the manifest says; levels ≥ 1 are sorted and
+//! bloom, entry count), holds as many cells as the manifest says and, when the manifest
+//! recorded one, has the whole-file CRC-32C it recorded; levels ≥ 1 are sorted and
 //! non-overlapping; the WAL replays as recovery would read it.
 //!
 //! One line per problem (`file:offset: what`), one per file, then a summary. Exit codes as
@@ -202,6 +203,23 @@ fn check_files(
                                 st.cells, meta.entries
                             ),
                         });
+                    }
+                }
+                // The whole file against the checksum its writer recorded: damage the format
+                // verifier passed (it reads what the index reaches) still shows here.
+                if let (Some(want), None) = (meta.crc, &check.error) {
+                    match inspect::file_crc32c(&RealFs, &path) {
+                        Ok((_, got)) if got != want => problems.push(Problem {
+                            file: name.clone(),
+                            offset: 0,
+                            what: format!("CRC-32C {got:08x} but the manifest recorded {want:08x}"),
+                        }),
+                        Ok(_) => {}
+                        Err(e) => problems.push(Problem {
+                            file: name.clone(),
+                            offset: 0,
+                            what: format!("reading it whole: {e}"),
+                        }),
                     }
                 }
                 let bad = check.exit_code != EXIT_OK;
