@@ -212,7 +212,11 @@ fn a_backup_cut_short_is_invisible_and_cleaned_up() {
     let names = ffs.list(Path::new("/bk")).unwrap();
     assert_eq!(
         names,
-        vec![format!("backup-{:06}", last.id), "shared".to_string()],
+        vec![
+            "LOCK".to_string(),
+            format!("backup-{:06}", last.id),
+            "shared".to_string()
+        ],
         "after {p:?}"
     );
     b.restore(last.id, "/restored").unwrap();
@@ -390,4 +394,35 @@ fn an_incremental_backup_reads_only_new_files_and_checks_them() {
     let b = Backups::with_fs("/bk", Arc::new(ffs.clone()));
     assert_eq!(b.ids().unwrap(), vec![1, 2]);
     b.verify(2).unwrap();
+}
+
+/// Two makers, or a maker and a purge, never work under one root at once: the second is told
+/// `Locked` (a purge could otherwise delete files a backup being made has copied but not listed).
+#[test]
+fn a_second_writer_of_a_backup_root_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path().join("db"), Options::default()).unwrap();
+    schema(&db);
+    write(&db, 0, 100, "v");
+    let root = d.path().join("bk");
+    db.backup(&root).unwrap();
+    // Another process holding the root's lock (`flock` on the same file).
+    let holder = std::fs::File::open(root.join("LOCK")).unwrap();
+    rustix::fs::flock(
+        &holder,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .unwrap();
+    let b = Backups::open(&root);
+    for e in [
+        db.backup(&root).unwrap_err(),
+        b.purge(0).unwrap_err(),
+        b.verify(1).unwrap_err(),
+        b.restore(1, d.path().join("r")).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Locked(_)), "{e}");
+    }
+    drop(holder);
+    db.backup(&root).unwrap();
+    assert_eq!(b.purge(1).unwrap().removed_backups, vec![1]);
 }

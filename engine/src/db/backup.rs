@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! {root}/shared/{number:06}_{len}_{crc:08x}.hfile   an HFile's bytes, kept once for all backups
+//! {root}/LOCK                                       held while a backup is made, purged,
+//!                                                   restored or verified
 //! {root}/backup-{id:06}/FILES                       the list (below), written last
 //! {root}/backup-{id:06}/MANIFEST-{m}, CURRENT, wal/{segment}   the checkpoint's own files
 //! ```
@@ -34,7 +36,7 @@ use std::sync::Arc;
 use super::checkpoint::{begin_incomplete, copy_file, end_incomplete, file_crc, Place};
 use super::DbInner;
 use crate::error::{Error, Result};
-use crate::fs::{create_dir_durable, FileSystem, RealFs, SharedFs};
+use crate::fs::{create_dir_durable, FileSystem, LockGuard, RealFs, SharedFs};
 use crate::manifest::{self, CURRENT};
 use crate::types::{FileMeta, SeqNo};
 
@@ -42,6 +44,7 @@ const SHARED: &str = "shared";
 const FILES: &str = "FILES";
 const BACKUP_PREFIX: &str = "backup-";
 const HEADER: &str = "cellar-backup 1";
+const LOCK: &str = "LOCK";
 
 /// One file of a backup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +174,28 @@ impl Backups {
         self.root.join(format!("{BACKUP_PREFIX}{id:06}"))
     }
 
+    /// The root's lock, held by whatever writes under the root or reads a backup whole (make,
+    /// purge, restore, verify): a purge must not delete what a backup being made has copied
+    /// and not yet listed, nor what a restore is reading. `Locked` while another holds it;
+    /// `None` when the root does not exist (nothing to protect).
+    fn lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
+        let exists = self
+            .fs
+            .exists(&self.root)
+            .map_err(|e| Error::io(&self.root, "checking the backup root", e))?;
+        if !exists {
+            return Ok(None);
+        }
+        let path = self.root.join(LOCK);
+        match self.fs.lock(&path) {
+            Ok(g) => Ok(Some(g)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Err(Error::Locked(self.root.clone()))
+            }
+            Err(e) => Err(Error::io(&path, "locking the backup root", e)),
+        }
+    }
+
     /// Every complete backup, oldest first, as its `FILES` lists it (nothing else is read).
     pub fn list(&self) -> Result<Vec<BackupInfo>> {
         self.ids()?.into_iter().map(|id| self.info(id)).collect()
@@ -209,6 +234,7 @@ impl Backups {
     /// Read every file of backup `id` and check its length and CRC-32C; `Corruption` names
     /// the first that differs.
     pub fn verify(&self, id: u64) -> Result<BackupInfo> {
+        let _lock = self.lock()?;
         let info = self.info(id)?;
         for f in &info.files {
             let from = self.source(id, f);
@@ -232,6 +258,7 @@ impl Backups {
     pub fn restore(&self, id: u64, target: impl AsRef<Path>) -> Result<BackupInfo> {
         let target = target.as_ref();
         let fs = &*self.fs;
+        let _lock = self.lock()?;
         let info = self.info(id)?;
         if fs
             .exists(target)
@@ -286,6 +313,7 @@ impl Backups {
     /// remaining backup lists, and the directories of backups cut short.
     pub fn purge(&self, keep: usize) -> Result<PurgeInfo> {
         let fs = &*self.fs;
+        let _lock = self.lock()?;
         let mut out = PurgeInfo::default();
         for (id, complete) in self.all_ids()? {
             if !complete {
@@ -340,6 +368,7 @@ impl DbInner {
         let shared = root.join(SHARED);
         create_dir_durable(fs, &shared)
             .map_err(|e| Error::io(&shared, "creating the backup root", e))?;
+        let _lock = backups.lock()?;
         let id = backups.ids()?.last().map_or(1, |l| l + 1);
         let tmp = backups.dir(id);
         if fs
