@@ -170,6 +170,13 @@ fn damage_to_a_backup_is_found_by_verify_and_refused_by_restore() {
     }
     std::fs::write(&list, &good).unwrap();
     b.verify(1).unwrap();
+    // A valid list in the wrong backup's directory.
+    let db2 = Db::open(d.path().join("db"), Options::default()).unwrap();
+    db2.backup(&root).unwrap();
+    drop(db2);
+    std::fs::copy(&list, root.join("backup-000002").join("FILES")).unwrap();
+    let e = b.verify(2).unwrap_err();
+    assert!(matches!(e, Error::Corruption { .. }), "{e}");
 }
 
 #[test]

@@ -228,7 +228,18 @@ impl Backups {
                 0,
             )
             .map_err(|e| Error::io(&path, "reading a backup's file list", e))?;
-        parse_files(&path, &bytes)
+        let info = parse_files(&path, &bytes)?;
+        // A list moved from another backup's directory would restore that backup instead.
+        if info.id != id {
+            return Err(corrupt(
+                &path,
+                &format!(
+                    "the list is backup {}'s, in backup {id}'s directory",
+                    info.id
+                ),
+            ));
+        }
+        Ok(info)
     }
 
     /// Read every file of backup `id` and check its length and CRC-32C; `Corruption` names

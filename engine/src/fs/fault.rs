@@ -36,7 +36,7 @@ pub enum OpKind {
     SyncData,
     /// `FileSystem::sync_dir`.
     SyncDir,
-    /// `FileSystem::create`.
+    /// `FileSystem::create`, and `FileSystem::hard_link` (a new name; matched against it).
     Create,
     /// `FileSystem::rename` (matched against both paths).
     Rename,
