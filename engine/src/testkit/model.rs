@@ -35,7 +35,10 @@ pub const FAMILIES: [&str; 2] = ["a", "b"];
 const MAIN_ROWS: usize = 6;
 
 /// Small buffers and segments so that flushes, WAL rolls and manifest roll-overs all happen
-/// within a few hundred writes.
+/// within a few hundred writes. The manifest limit is well below what the fault matrix's
+/// workload writes: at 2 KiB, the edits' whole-file checksums put its roll-over on the edge,
+/// reached in some runs and not others, and the matrix test then found a third of its
+/// roll-over cells unhit.
 pub fn options(fs: SharedFs) -> Options {
     Options {
         fs,
@@ -43,7 +46,7 @@ pub fn options(fs: SharedFs) -> Options {
             segment_size: 16 << 10,
             ..WalOptions::default()
         },
-        manifest: ManifestOptions { max_size: 2048 },
+        manifest: ManifestOptions { max_size: 1024 },
         ..Options::default()
     }
     .write_buffer_size(16 << 10)
