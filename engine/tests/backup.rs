@@ -12,6 +12,14 @@ use cellar::{
     Backups, Db, Delete, Error, FamilyDescriptor, Options, Put, Row, Scan, TableDescriptor,
 };
 
+/// Options of a database on `fs` (a simulated file system).
+fn on(fs: &FaultFs<SimFs>) -> Options {
+    Options {
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    }
+}
+
 fn schema(db: &Db) {
     db.create_table(
         TableDescriptor::new("t")
@@ -182,10 +190,7 @@ fn damage_to_a_backup_is_found_by_verify_and_refused_by_restore() {
 #[test]
 fn a_backup_cut_short_is_invisible_and_cleaned_up() {
     let ffs = FaultFs::new(SimFs::new());
-    let opts = || Options {
-        fs: Arc::new(ffs.clone()),
-        ..Options::default()
-    };
+    let opts = || on(&ffs);
     let db = Db::open(Path::new("/db"), opts()).unwrap();
     schema(&db);
     write(&db, 0, 1000, "v");
@@ -242,10 +247,7 @@ fn a_power_loss_during_a_backup_or_a_restore_loses_nothing_listed() {
     let setup = || {
         let sim = SimFs::new();
         let ffs = FaultFs::new(sim.clone());
-        let opts = Options {
-            fs: Arc::new(ffs.clone()),
-            ..Options::default()
-        };
+        let opts = on(&ffs);
         let db = Db::open(Path::new("/db"), opts).unwrap();
         schema(&db);
         write(&db, 0, 900, "v");
@@ -259,10 +261,7 @@ fn a_power_loss_during_a_backup_or_a_restore_loses_nothing_listed() {
                 .unwrap_or_else(|e| panic!("{what}: backup {id}: {e}"));
             let target = format!("/check-{id}");
             b.restore(id, &target).unwrap();
-            let opts = Options {
-                fs: Arc::new(fs.clone()),
-                ..Options::default()
-            };
+            let opts = on(fs);
             let r = Db::open(Path::new(&target), opts).unwrap();
             assert_eq!(rows(&r), want, "{what}: backup {id}");
         }
@@ -322,10 +321,7 @@ fn a_power_loss_during_a_backup_or_a_restore_loses_nothing_listed() {
                 assert!(!done, "{what}: a finished restore is gone");
                 continue;
             }
-            let opts = Options {
-                fs: Arc::new(after.clone()),
-                ..Options::default()
-            };
+            let opts = on(&after);
             match Db::open(Path::new("/rs"), opts) {
                 Ok(r) => {
                     let empty = r.list_tables().is_empty();
@@ -351,10 +347,7 @@ fn a_power_loss_during_a_backup_or_a_restore_loses_nothing_listed() {
 #[test]
 fn an_incremental_backup_reads_only_new_files_and_checks_them() {
     let ffs = FaultFs::new(SimFs::new());
-    let opts = Options {
-        fs: Arc::new(ffs.clone()),
-        ..Options::default()
-    };
+    let opts = on(&ffs);
     let db = Db::open(Path::new("/db"), opts).unwrap();
     schema(&db);
     write(&db, 0, 1600, "v");

@@ -163,11 +163,7 @@ impl Backups {
     }
 
     fn names(&self) -> Result<Vec<String>> {
-        match self.fs.list(&self.root) {
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(Error::io(&self.root, "listing the backup root", e)),
-        }
+        list_or_empty(&*self.fs, &self.root)
     }
 
     fn dir(&self, id: u64) -> PathBuf {

@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use super::{DbInner, WAL_DIR};
 use crate::error::{Error, Result};
-use crate::fs::{create_dir_durable, FileSystem};
+use crate::fs::{create_dir_durable, File, FileSystem};
 use crate::manifest::{self, current, log::LogWriter};
 use crate::types::{FileMeta, SeqNo};
 use crate::wal::list_segments;
@@ -210,38 +210,36 @@ fn file_name(path: &Path) -> Result<&str> {
 /// Copy `from` to the new file `to` and fdatasync it; returns the bytes copied and their
 /// CRC-32C (of the bytes read, which are the bytes written).
 pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
-    let src = fs
-        .open(from)
-        .map_err(|e| Error::io(from, "opening a file to copy", e))?;
-    let len = src
-        .len()
-        .map_err(|e| Error::io(from, "reading a file's length", e))?;
+    let src = open_whole(fs, from)?;
     let dst = fs
         .create(to)
         .map_err(|e| Error::io(to, "creating a file to copy into", e))?;
-    let mut buf = vec![0u8; COPY_CHUNK];
-    let mut at = 0u64;
-    let mut crc = 0u32;
-    while at < len {
-        let n = usize::try_from(len - at).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
-        let chunk = &mut buf[..n];
-        src.read_exact_at(chunk, at)
-            .map_err(|e| Error::io(from, "reading a file to copy", e))?;
-        crc = crc32c::crc32c_append(crc, chunk);
+    let got = read_chunks(&*src, from, |at, chunk| {
         dst.write_all_at(chunk, at)
-            .map_err(|e| Error::io(to, "writing a copied file", e))?;
-        at += n as u64;
-    }
+            .map_err(|e| Error::io(to, "writing a copied file", e))
+    })?;
     dst.sync_data()
         .map_err(|e| Error::io(to, "syncing a copied file", e))?;
-    Ok((len, crc))
+    Ok(got)
 }
 
 /// The length and CRC-32C of the file at `path`.
 pub(crate) fn file_crc(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
-    let f = fs
-        .open(path)
-        .map_err(|e| Error::io(path, "opening a file to check", e))?;
+    read_chunks(&*open_whole(fs, path)?, path, |_, _| Ok(()))
+}
+
+fn open_whole(fs: &dyn FileSystem, path: &Path) -> Result<std::sync::Arc<dyn File>> {
+    fs.open(path)
+        .map_err(|e| Error::io(path, "opening a file to read whole", e))
+}
+
+/// Read file `f` (at `path`, for errors) from start to end in [`COPY_CHUNK`]s, handing each
+/// to `each` with its offset; returns the length and the CRC-32C of the bytes read.
+fn read_chunks(
+    f: &dyn File,
+    path: &Path,
+    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<(u64, u32)> {
     let len = f
         .len()
         .map_err(|e| Error::io(path, "reading a file's length", e))?;
@@ -251,8 +249,9 @@ pub(crate) fn file_crc(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
         let n = usize::try_from(len - at).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
         let chunk = &mut buf[..n];
         f.read_exact_at(chunk, at)
-            .map_err(|e| Error::io(path, "reading a file to check", e))?;
+            .map_err(|e| Error::io(path, "reading a file whole", e))?;
         crc = crc32c::crc32c_append(crc, chunk);
+        each(at, chunk)?;
         at += n as u64;
     }
     Ok((len, crc))

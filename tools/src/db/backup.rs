@@ -13,12 +13,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cellar::{BackupInfo, Backups, Db, Options};
+use cellar::{BackupInfo, Backups};
 use serde::Serialize;
 
-use super::{write_json, DbFormat};
+use super::{emit, open_existing, DbFormat};
 use crate::text::human_size;
-use crate::{Result, ToolError, EXIT_OK};
+use crate::{Result, EXIT_OK};
 
 /// `cellar backup` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -144,13 +144,7 @@ pub fn run<W: Write>(args: &BackupArgs, mut out: W) -> Result<i32> {
     let mut text = String::new();
     match &args.command {
         BackupCommand::Create { dir, root } => {
-            let db = Db::open(
-                dir,
-                Options {
-                    create_if_missing: false,
-                    ..Options::default()
-                },
-            )?;
+            let db = open_existing(dir)?;
             let b = db.backup(root)?;
             db.close()?;
             doc.action = "create";
@@ -221,10 +215,6 @@ pub fn run<W: Write>(args: &BackupArgs, mut out: W) -> Result<i32> {
             doc.removed_shared_bytes = Some(p.removed_shared_bytes);
         }
     }
-    match args.format {
-        DbFormat::Json => write_json(&mut out, &doc)?,
-        DbFormat::Text => out.write_all(text.as_bytes()).map_err(ToolError::Output)?,
-    }
-    out.flush().map_err(ToolError::Output)?;
+    emit(&mut out, args.format, &doc, |_| text)?;
     Ok(EXIT_OK)
 }

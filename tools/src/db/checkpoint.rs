@@ -10,12 +10,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use cellar::{Db, Options};
 use serde::Serialize;
 
-use super::{write_json, DbFormat, DirArgs};
+use super::{emit, open_existing, DirArgs};
 use crate::text::human_size;
-use crate::{Result, ToolError, EXIT_OK};
+use crate::{Result, EXIT_OK};
 
 /// Arguments of `cellar checkpoint`.
 #[derive(Debug, Clone, clap::Args)]
@@ -61,11 +60,7 @@ fn text(d: &CheckpointDoc) -> String {
 /// Run `cellar checkpoint`; returns the exit code.
 pub fn run<W: Write>(args: &CheckpointArgs, mut out: W) -> Result<i32> {
     let dir = &args.common.dir;
-    let opts = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
-    let db = Db::open(dir, opts)?;
+    let db = open_existing(dir)?;
     let start = Instant::now();
     let info = db.checkpoint(&args.target)?;
     let doc = CheckpointDoc {
@@ -81,12 +76,6 @@ pub fn run<W: Write>(args: &CheckpointArgs, mut out: W) -> Result<i32> {
         seconds: start.elapsed().as_secs_f64(),
     };
     db.close()?;
-    match args.common.format {
-        DbFormat::Json => write_json(&mut out, &doc)?,
-        DbFormat::Text => out
-            .write_all(text(&doc).as_bytes())
-            .map_err(ToolError::Output)?,
-    }
-    out.flush().map_err(ToolError::Output)?;
+    emit(&mut out, args.common.format, &doc, text)?;
     Ok(EXIT_OK)
 }

@@ -9,12 +9,12 @@
 use std::io::Write;
 use std::time::Instant;
 
-use cellar::{Db, Options};
+use cellar::Db;
 use serde::Serialize;
 
-use super::{write_json, DbFormat, DirArgs};
+use super::{emit, open_existing, DirArgs};
 use crate::text::{human_size, Align, Table};
-use crate::{Result, ToolError, EXIT_OK};
+use crate::{Result, EXIT_OK};
 
 /// Arguments of `cellar compact`.
 #[derive(Debug, Clone, clap::Args)]
@@ -121,11 +121,7 @@ fn text(doc: &CompactDoc) -> String {
 /// Run `cellar compact`; returns the exit code.
 pub fn run<W: Write>(args: &CompactArgs, mut out: W) -> Result<i32> {
     let dir = &args.common.dir;
-    let opts = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
-    let db = Db::open(dir, opts)?;
+    let db = open_existing(dir)?;
     // Files left by recovery's flush count as "before".
     db.flush()?;
     let before = levels(&db);
@@ -156,12 +152,6 @@ pub fn run<W: Write>(args: &CompactArgs, mut out: W) -> Result<i32> {
         space_amplification: stats.space_amplification(),
     };
     db.close()?;
-    match args.common.format {
-        DbFormat::Json => write_json(&mut out, &doc)?,
-        DbFormat::Text => out
-            .write_all(text(&doc).as_bytes())
-            .map_err(ToolError::Output)?,
-    }
-    out.flush().map_err(ToolError::Output)?;
+    emit(&mut out, args.common.format, &doc, text)?;
     Ok(EXIT_OK)
 }

@@ -9,9 +9,9 @@ use cellar::inspect;
 use cellar::manifest::{ManifestState, NUM_LEVELS};
 use serde::Serialize;
 
-use super::{write_json, DbFormat, DirArgs, FileJson};
+use super::{emit, DirArgs, FileJson};
 use crate::text::{human_size, Align, Table};
-use crate::{Result, ToolError, EXIT_OK};
+use crate::{Result, EXIT_OK};
 
 /// Arguments of `cellar levels`.
 #[derive(Debug, Clone, clap::Args)]
@@ -203,12 +203,6 @@ pub fn run<W: Write>(args: &LevelsArgs, mut out: W) -> Result<i32> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let doc = document(dir, name, &state);
-    match args.common.format {
-        DbFormat::Json => write_json(&mut out, &doc)?,
-        DbFormat::Text => out
-            .write_all(text(&doc).as_bytes())
-            .map_err(ToolError::Output)?,
-    }
-    out.flush().map_err(ToolError::Output)?;
+    emit(&mut out, args.common.format, &doc, text)?;
     Ok(EXIT_OK)
 }

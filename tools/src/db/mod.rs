@@ -182,6 +182,32 @@ pub fn write_json<W: Write, T: Serialize>(out: &mut W, doc: &T) -> Result<()> {
     writeln!(out, "{s}").map_err(ToolError::Output)
 }
 
+/// Write a tool's document in the chosen shape (`text` renders the human form), then flush.
+pub fn emit<W: Write, T: Serialize>(
+    out: &mut W,
+    format: DbFormat,
+    doc: &T,
+    text: impl FnOnce(&T) -> String,
+) -> Result<()> {
+    match format {
+        DbFormat::Json => write_json(out, doc)?,
+        DbFormat::Text => out
+            .write_all(text(doc).as_bytes())
+            .map_err(ToolError::Output)?,
+    }
+    out.flush().map_err(ToolError::Output)
+}
+
+/// Open the database in `dir` as the tools that write do: an existing one only, never a new
+/// one made where the operator mistyped a path.
+pub fn open_existing(dir: &std::path::Path) -> Result<cellar::Db> {
+    let opts = cellar::Options {
+        create_if_missing: false,
+        ..cellar::Options::default()
+    };
+    Ok(cellar::Db::open(dir, opts)?)
+}
+
 /// Compact JSON of a value (one line), for streamed documents.
 pub(crate) fn json_line<T: Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| ToolError::Output(std::io::Error::other(e)))

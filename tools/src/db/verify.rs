@@ -20,7 +20,7 @@ use cellar::inspect;
 use cellar::manifest::{self as man, ManifestState, NUM_LEVELS};
 use serde::Serialize;
 
-use super::{write_json, DbFormat, DirArgs, Names};
+use super::{emit, DirArgs, Names};
 use crate::verify::{text_of, verify_file, FileResult};
 use crate::{Result, ToolError, EXIT_CORRUPT, EXIT_OK, EXIT_USAGE};
 
@@ -391,12 +391,6 @@ fn text(doc: &VerifyDoc) -> String {
 /// Run `cellar verify`; returns the exit code.
 pub fn run<W: Write>(args: &DbVerifyArgs, mut out: W) -> Result<i32> {
     let doc = verify_db(&args.common.dir, args.fail_fast)?;
-    match args.common.format {
-        DbFormat::Json => write_json(&mut out, &doc)?,
-        DbFormat::Text => out
-            .write_all(text(&doc).as_bytes())
-            .map_err(ToolError::Output)?,
-    }
-    out.flush().map_err(ToolError::Output)?;
+    emit(&mut out, args.common.format, &doc, text)?;
     Ok(doc.exit_code)
 }
