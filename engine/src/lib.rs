@@ -88,6 +88,7 @@ pub mod keys;
 pub mod kill;
 pub mod manifest;
 pub mod memstore;
+mod prefault;
 pub mod read;
 pub mod schema;
 mod sync_shim;

@@ -19,6 +19,7 @@
 
 use std::io;
 use std::ptr;
+use std::sync::Arc;
 
 /// Bytes past a copy that [`WriteMap::write`] prefetches (a put's WAL record of a 16-byte row
 /// and a 100-byte value is about 140).
@@ -27,7 +28,8 @@ const PREFETCH_AHEAD: usize = 192;
 
 /// A shared, writable map of `[offset, offset + len)` of a file.
 pub struct WriteMap {
-    map: memmap2::MmapMut,
+    /// Shared with the prefault thread while it populates the window (`crate::prefault`).
+    map: Arc<memmap2::MmapRaw>,
     offset: u64,
 }
 
@@ -56,7 +58,29 @@ impl WriteMap {
                 .len(len)
                 .map_mut(file)?
         };
-        Ok(WriteMap { map, offset })
+        // No read-around on a fault: the window's pages are only ever stored into, and a
+        // fault's read-around (the device's read-ahead, 8 MiB on this project's build
+        // machine) would zero the whole window inside the writer's first store, ahead of the
+        // prefault thread that is to take those faults (`prefault_from`).
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::Random);
+        Ok(WriteMap {
+            map: Arc::new(map.into()),
+            offset,
+        })
+    }
+
+    /// Have the prefault thread fault in the window past file offset `from` (the writer's
+    /// next store), so that the stores that follow meet mapped pages (`crate::prefault`).
+    pub fn prefault_from(&self, from: u64) {
+        let rel = from.saturating_sub(self.offset);
+        let Ok(rel) = usize::try_from(rel) else {
+            return;
+        };
+        // The page the writer stores into now is its own to fault (4 KiB: the smallest
+        // page; the advice rounds to the real one).
+        let start = (rel / 4096 + 1) * 4096;
+        crate::prefault::prefault(&self.map, start, self.map.len().saturating_sub(start));
     }
 
     /// File offset of the map's first byte.
@@ -85,7 +109,7 @@ impl WriteMap {
             return false;
         }
         // SAFETY: `[rel, rel + bytes.len())` is inside the map (checked above), which is
-        // writable memory owned by `self.map` for as long as `self` lives; `bytes` cannot
+        // writable memory kept mapped by `self.map` for as long as `self` lives; `bytes` cannot
         // overlap it (no reference into the map exists).
         unsafe {
             ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(rel), bytes.len());

@@ -246,6 +246,36 @@ mod tests {
         assert!(f.map_for_write(0, 4096).is_none());
     }
 
+    /// A window's pages past the first store are faulted in by the prefault thread, not by
+    /// the thread that stores into them, and they keep exactly the bytes stored.
+    #[test]
+    fn a_mapped_window_is_prefaulted_ahead_of_its_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = RealFs.create(&dir.path().join("w")).unwrap();
+        f.allocate(1 << 20).unwrap();
+        let mut m = f.map_for_write(100, (1 << 20) - 100).unwrap().unwrap();
+        assert!(m.write(100, b"first"));
+        m.prefault_from(105);
+        let on = crate::prefault::wait_idle();
+        let before = crate::prefault::thread_faults();
+        for at in (4096..1 << 20).step_by(4096) {
+            assert!(m.write(at, &at.to_le_bytes()));
+        }
+        let faults = crate::prefault::thread_faults() - before;
+        // 255 pages stored into: one fault each without the prefault thread.
+        if on {
+            assert!(faults < 16, "{faults} faults in the writer");
+        }
+        drop(m);
+        let mut b = [0u8; 8];
+        for at in (4096..1 << 20).step_by(4096) {
+            f.read_exact_at(&mut b, at).unwrap();
+            assert_eq!(b, at.to_le_bytes());
+            f.read_exact_at(&mut b, at + 8).unwrap();
+            assert_eq!(b, [0; 8]);
+        }
+    }
+
     #[test]
     fn create_write_sync_read_rename_remove() {
         let dir = tempfile::tempdir().unwrap();

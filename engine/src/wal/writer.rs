@@ -353,6 +353,7 @@ impl Writer {
             }
             Some(Ok(mut m)) => {
                 let ok = m.write(at, &self.buf);
+                m.prefault_from(at + self.buf.len() as u64);
                 self.seg.map = Some(m);
                 if ok {
                     StatsInner::add(&self.stats.mapped_groups, 1);
