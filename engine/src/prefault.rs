@@ -42,8 +42,42 @@ enum Job {
 
 /// Cleared when the kernel refuses the advice: later requests are not even queued.
 static ENABLED: AtomicBool = AtomicBool::new(true);
-/// Requests dropped because the queue was full.
+/// Counters of [`PrefaultStats`].
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+static POPULATED: AtomicU64 = AtomicU64::new(0);
+static FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// What the prefault thread did (`Stats::prefault`). One thread serves every database of
+/// the process, so these count for the process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PrefaultStats {
+    /// Ranges the write path asked to have faulted in.
+    pub requests: u64,
+    /// Requests dropped because the thread was behind: the writer faulted those pages in.
+    pub dropped: u64,
+    /// Bytes the thread faulted in.
+    pub populated_bytes: u64,
+    /// Ranges the kernel refused to populate.
+    pub failures: u64,
+    /// False when no request is made any more: the kernel lacks `MADV_POPULATE_WRITE`
+    /// (before Linux 5.14), the thread could not be started, or not Linux.
+    pub active: bool,
+}
+
+/// The process's prefault counters.
+pub fn stats() -> PrefaultStats {
+    PrefaultStats {
+        requests: REQUESTS.load(Ordering::Relaxed),
+        dropped: DROPPED.load(Ordering::Relaxed),
+        populated_bytes: POPULATED.load(Ordering::Relaxed),
+        failures: FAILURES.load(Ordering::Relaxed),
+        active: cfg!(target_os = "linux")
+            && ENABLED.load(Ordering::Relaxed)
+            && QUEUE_TX.get().is_none_or(|tx| tx.is_some()),
+    }
+}
 static QUEUE_TX: OnceLock<Option<SyncSender<Job>>> = OnceLock::new();
 
 fn sender() -> Option<&'static SyncSender<Job>> {
@@ -70,12 +104,18 @@ fn sender() -> Option<&'static SyncSender<Job>> {
 
 fn populate(map: &memmap2::MmapRaw, offset: usize, len: usize) {
     #[cfg(target_os = "linux")]
-    if let Err(e) = map.advise_range(memmap2::Advice::PopulateWrite, offset, len) {
-        // EINVAL: a kernel without MADV_POPULATE_WRITE. Anything else (ENOMEM, EFAULT where
-        // a store would have raised SIGBUS) concerns this range only; the writer's own
-        // stores meet the condition as they would have.
-        if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
-            ENABLED.store(false, Ordering::Relaxed);
+    match map.advise_range(memmap2::Advice::PopulateWrite, offset, len) {
+        Ok(()) => {
+            POPULATED.fetch_add(len as u64, Ordering::Relaxed);
+        }
+        Err(e) => {
+            FAILURES.fetch_add(1, Ordering::Relaxed);
+            // EINVAL: a kernel without MADV_POPULATE_WRITE. Anything else (ENOMEM, EFAULT
+            // where a store would have raised SIGBUS) concerns this range only; the writer's
+            // own stores meet the condition as they would have.
+            if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+                ENABLED.store(false, Ordering::Relaxed);
+            }
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -97,6 +137,7 @@ pub(crate) fn prefault(map: &Arc<memmap2::MmapRaw>, offset: usize, len: usize) {
     let Some(tx) = sender() else {
         return;
     };
+    REQUESTS.fetch_add(1, Ordering::Relaxed);
     // A full queue means the thread is behind: the writer faults this range in itself.
     let job = Job::Populate {
         map: Arc::clone(map),
@@ -169,6 +210,10 @@ mod tests {
         }
         if on {
             assert!(faults < 100, "{faults} faults in the writer");
+            let p = db.stats().prefault;
+            assert!(p.active);
+            // Each WAL window and huge page asked for, most of 4 MiB of each faulted in.
+            assert!(p.requests >= 4 && p.populated_bytes >= 6 << 20, "{p:?}");
         }
         assert!(db.stats().wal.mapped_groups >= 12_000);
     }

@@ -521,4 +521,10 @@ fn status_reports_the_wal() {
             .contains("records 3 in 3 groups"),
         "{last}"
     );
+    // The first window the WAL maps is handed to the prefault thread past its first page.
+    let p = &v["stats"]["prefault"];
+    if mapped && p["active"] == true {
+        assert!(p["requests"].as_u64().unwrap() >= 1, "{last}");
+    }
+    assert!(v["report"].as_str().unwrap().contains("Prefault (process)"));
 }

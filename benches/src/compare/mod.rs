@@ -541,6 +541,15 @@ pub fn run(a: &CompareArgs) -> Result<i32> {
                 }
                 eprintln!("round {}/{}: {e} {phase}", round + 1, a.rounds);
                 let f = spawn_child(a, e, phase)?;
+                // Each round's figures, so the spread behind a median can be seen.
+                let line: Vec<String> = f
+                    .iter()
+                    .map(|(k, v)| match v.abs() >= 100.0 {
+                        true => format!("{k}={v:.0}"),
+                        false => format!("{k}={v:.3}"),
+                    })
+                    .collect();
+                eprintln!("  {}", line.join(" "));
                 let s = samples.entry(e.clone()).or_default();
                 for (k, v) in f {
                     // The sync phase's RSS is not the one reported.

@@ -1031,6 +1031,17 @@ pub(super) fn report(s: &super::Stats) -> String {
         mb(w.bytes),
         w.syncs,
     );
+    let p = &s.prefault;
+    let _ = writeln!(
+        o,
+        "Prefault (process): {}, {} requests, {:.1} MB faulted in ahead of writers, {} dropped, \
+         {} refused",
+        if p.active { "on" } else { "off" },
+        p.requests,
+        mb(p.populated_bytes),
+        p.dropped,
+        p.failures,
+    );
     let _ = writeln!(
         o,
         "Memstores: active {:.1} MB, frozen {:.1} MB; snapshots live {} (oldest {:?}); read point {}",

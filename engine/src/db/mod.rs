@@ -141,6 +141,9 @@ pub struct Stats {
     pub live_files: u64,
     /// The WAL backend that runs (`io_uring` or `pwrite`), and its counters.
     pub wal: wal::WalStats,
+    /// The background thread that faults in the WAL's and memstores' next pages (counted
+    /// for the whole process).
+    pub prefault: crate::PrefaultStats,
     /// Read point: the highest sequence number visible.
     pub read_point: SeqNo,
     /// What WAL replay found when the database was opened.
@@ -1257,6 +1260,7 @@ impl DbInner {
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,
             wal: self.wal.stats(),
+            prefault: crate::prefault::stats(),
             read_point: self.visibility.read_point(),
             recovery: self.recovery.clone(),
             oldest_snapshot,

@@ -623,6 +623,13 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
             "bytes": s.wal.bytes,
             "syncs": s.wal.syncs,
         },
+        "prefault": {
+            "active": s.prefault.active,
+            "requests": s.prefault.requests,
+            "populated_bytes": s.prefault.populated_bytes,
+            "dropped": s.prefault.dropped,
+            "failures": s.prefault.failures,
+        },
     })
 }
 
