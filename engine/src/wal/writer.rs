@@ -20,7 +20,9 @@
 //! memcpy instead of a system call (a fifth of a single-threaded put's time). The map is a
 //! window from the group's offset to the end of the preallocated space (about one
 //! [`PREALLOC_STEP`]), replaced when a group passes its end, so at most that much of the
-//! segment is mapped (mapped pages count in the process's resident set). Synced groups go
+//! segment is mapped (mapped pages count in the process's resident set). A new window's pages
+//! past the first are faulted in by the prefault thread (`crate::prefault`) while the writer
+//! goes on, instead of one fault per page inside its later groups. Synced groups go
 //! through the device, whose fdatasync covers the pages written through the map as well (one
 //! page cache); bytes written both ways in one page are coherent for the same reason.
 //!
