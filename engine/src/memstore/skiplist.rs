@@ -244,6 +244,7 @@ impl SlotMem {
     /// Have the prefault thread fault in the huge page after the one holding slot offset
     /// `at` (`crate::prefault`): the writer then finds it mapped when it gets there, instead
     /// of zeroing 2 MiB inside a put. Slots on small pages or the heap are left alone.
+    ///
     /// `false` when `at` is in the slot's last huge page (there is no next one here).
     #[cfg(not(any(loom, miri)))]
     fn prefault_after(&self, at: usize) -> bool {
