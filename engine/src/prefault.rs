@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 const QUEUE: usize = 32;
 
 enum Job {
+    /// Fault in `[offset, offset + len)` of `map`, writable.
     Populate {
         map: Arc<memmap2::MmapRaw>,
         offset: usize,
@@ -40,6 +41,8 @@ enum Job {
     Barrier(std::sync::mpsc::Sender<()>),
 }
 
+/// The queue to the thread, made with it on the first request; `None` if it could not start.
+static QUEUE_TX: OnceLock<Option<SyncSender<Job>>> = OnceLock::new();
 /// Cleared when the kernel refuses the advice: later requests are not even queued.
 static ENABLED: AtomicBool = AtomicBool::new(true);
 /// Counters of [`PrefaultStats`].
@@ -78,7 +81,6 @@ pub fn stats() -> PrefaultStats {
             && QUEUE_TX.get().is_none_or(|tx| tx.is_some()),
     }
 }
-static QUEUE_TX: OnceLock<Option<SyncSender<Job>>> = OnceLock::new();
 
 fn sender() -> Option<&'static SyncSender<Job>> {
     QUEUE_TX
