@@ -241,22 +241,9 @@ impl SlotMem {
 }
 
 impl SlotMem {
-    /// Have the prefault thread fault in the huge page after the one holding slot offset
-    /// `at` (`crate::prefault`): the writer then finds it mapped when it gets there, instead
-    /// of zeroing 2 MiB inside a put. Slots on small pages or the heap are left alone.
-    ///
-    /// `false` when `at` is in the slot's last huge page (there is no next one here).
-    #[cfg(not(any(loom, miri)))]
-    fn prefault_after(&self, at: usize) -> bool {
-        let next = (at / HUGE_PAGE + 1) * HUGE_PAGE;
-        if next >= self.len {
-            return false;
-        }
-        self.prefault_page(next);
-        true
-    }
-
-    /// Have the prefault thread fault in the huge page at slot offset `at`.
+    /// Have the prefault thread fault in the huge page at slot offset `at` (`crate::prefault`):
+    /// the writer then finds it mapped when it gets there, instead of zeroing 2 MiB inside a
+    /// put. Slots on small pages or the heap are left alone.
     #[cfg(not(any(loom, miri)))]
     fn prefault_page(&self, at: usize) {
         if let Some(m) = &self.map {
@@ -324,16 +311,14 @@ impl Arena {
         self.cur += size;
         let rel = v - slot_start(self.slot);
         let at = self.base.wrapping_add(rel);
-        // Entering a huge page (or the slot): the next one is faulted in by the prefault
-        // thread meanwhile.
+        // Entering a huge page (or the slot): the next one, or in the slot's last one the
+        // next slot, is faulted in by the prefault thread meanwhile.
         #[cfg(not(any(loom, miri)))]
         if rel % HUGE_PAGE == 0 || rel / HUGE_PAGE != (rel + size - 1) / HUGE_PAGE {
-            let last_page = self
-                .mems
-                .last()
-                .is_some_and(|mem| !mem.prefault_after(rel + size - 1));
-            if last_page {
-                self.open_spare();
+            let next = ((rel + size - 1) / HUGE_PAGE + 1) * HUGE_PAGE;
+            match self.mems.last() {
+                Some(mem) if next < mem.len => mem.prefault_page(next),
+                _ => self.open_spare(),
             }
         }
         // Where the next node goes: fetched now, it is in the cache when that node is
