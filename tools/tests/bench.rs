@@ -22,6 +22,7 @@ const FIELDS: &[&str] = &[
     "write_amplification",
     "space_amplification",
     "stall_micros",
+    "wal_records_per_sync",
     "block_cache_hit_ratio",
     "peak_rss_bytes",
     "db_bytes",
@@ -85,6 +86,10 @@ fn every_workload_reports_every_field() {
     assert_eq!(by("readseq")["ops"], by("readreverse")["ops"]);
     assert_eq!(by("fillsync")["durability"], "fsync");
     assert_eq!(by("fillsync")["ops"], 20);
+    // One writer: every put is its own fsynced group (a WAL roll may add a sync of no record).
+    let per_sync = by("fillsync")["wal_records_per_sync"].as_f64().unwrap();
+    assert!(per_sync > 0.0 && per_sync <= 1.0, "{per_sync}");
+    assert_eq!(by("readrandom")["wal_records_per_sync"], Value::Null);
     assert_eq!(by("ycsb-c")["write_amplification"], 0.0);
     assert_eq!(by("ycsb-c")["found"], 2000, "YCSB runs on a full load");
 }

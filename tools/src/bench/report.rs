@@ -39,6 +39,9 @@ pub struct BenchResult {
     pub space_amplification: f64,
     /// Time writers were stopped by flush or compaction debt, during the benchmark.
     pub stall_micros: u64,
+    /// WAL records per fdatasync during the benchmark: how many writes group commit merged
+    /// into each sync (null when nothing was synced).
+    pub wal_records_per_sync: Option<f64>,
     /// Block cache hits over lookups during the benchmark (0 without lookups).
     pub block_cache_hit_ratio: f64,
     /// Peak resident set of the process so far (VmHWM), bytes.
@@ -94,9 +97,11 @@ pub fn summary(results: &[BenchResult]) -> String {
             "CACHE HIT",
             "DB SIZE",
             "PEAK RSS",
+            "REC/SYNC",
         ],
         &[
             Align::Left,
+            Align::Right,
             Align::Right,
             Align::Right,
             Align::Right,
@@ -124,6 +129,8 @@ pub fn summary(results: &[BenchResult]) -> String {
             format!("{:.1}%", r.block_cache_hit_ratio * 100.0),
             human_size(r.db_bytes),
             human_size(r.peak_rss_bytes),
+            r.wal_records_per_sync
+                .map_or_else(|| "-".to_owned(), |v| format!("{v:.1}")),
         ]);
     }
     let mut s = String::new();

@@ -502,6 +502,11 @@ impl Runner<'_> {
             },
             space_amplification: after.space_amplification(),
             stall_micros: after_run.stall_micros.saturating_sub(before.stall_micros),
+            wal_records_per_sync: {
+                let syncs = after_run.wal.syncs.saturating_sub(before.wal.syncs);
+                let records = after_run.wal.records.saturating_sub(before.wal.records);
+                (syncs > 0).then(|| records as f64 / syncs as f64)
+            },
             block_cache_hit_ratio: if hits + misses == 0 {
                 0.0
             } else {
