@@ -309,11 +309,15 @@ impl Block {
             FencePos::Word(t) => f.fences.iter().skip(1).take_while(|e| e.word < t).count(),
         };
         if let Some(e) = f.fences.get(i) {
-            let at = e.offset as usize;
-            if at < self.data.len() {
-                let n = bytes.min(self.data.len() - at);
-                prefetch_bytes(self.data.as_ptr().wrapping_add(at), n);
-            }
+            self.prefetch_data(e.offset as usize, self.data.len(), bytes);
+        }
+    }
+
+    /// Ask the processor for at most `bytes` of the payload from `at`, not past `end`.
+    fn prefetch_data(&self, at: usize, end: usize, bytes: usize) {
+        let end = end.min(self.data.len());
+        if at < end {
+            prefetch_bytes(self.data.as_ptr().wrapping_add(at), bytes.min(end - at));
         }
     }
 
@@ -914,9 +918,8 @@ impl BlockIter {
         } else {
             Some(self.block.restarts_offset)
         };
-        if let Some(end) = end.filter(|&e| off < e && e <= self.block.data.len()) {
-            let n = (end - off).min(WALK_PREFETCH);
-            prefetch_bytes(self.block.data.as_ptr().wrapping_add(off), n);
+        if let Some(end) = end {
+            self.block.prefetch_data(off, end, WALK_PREFETCH);
         }
     }
 
