@@ -26,6 +26,7 @@
 
 pub mod block;
 pub mod bloom;
+mod bufpool;
 pub mod cell;
 pub mod checksum;
 pub mod coding;
