@@ -890,3 +890,83 @@ fn stats_count_writes_flushes_files_and_skips() {
     let s = db.stats();
     assert_eq!((s.writes, s.flushes, s.live_files), (0, 0, 3));
 }
+
+/// `Table::put_cell` writes exactly what a one-cell `Put` at the current time writes: the same
+/// cells (timestamp from the database's clock), versions, memstore and flushed-file reads, and
+/// the same state after a reopen.
+#[test]
+fn put_cell_writes_what_a_one_cell_put_writes() {
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(cellar::ManualClock::new(1_000));
+    let o = cellar::Options {
+        clock: clock.clone(),
+        ..Default::default()
+    };
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    db.create_table(table_desc("p", &["a", "b"], 3)).unwrap();
+    db.create_table(table_desc("c", &["a", "b"], 3)).unwrap();
+    let (p, c) = (db.table("p").unwrap(), db.table("c").unwrap());
+    let writes = [
+        ("r1", "a", "q", "v1"),
+        ("r1", "a", "q", "v2"),
+        ("r1", "b", "", "empty qualifier"),
+        ("r2", "a", "q", ""),
+        ("r1", "a", "q", "v3"),
+        ("r1", "a", "q", "v4"),
+    ];
+    for (i, (row, fam, q, v)) in writes.iter().enumerate() {
+        if i == 3 {
+            db.flush().unwrap();
+        }
+        let sp = p.put(Put::new(*row).add(fam, *q, *v)).unwrap();
+        let sc = c
+            .put_cell(row.as_bytes(), fam, q.as_bytes(), v.as_bytes())
+            .unwrap();
+        assert_eq!(sc, sp + 1, "one sequence number each");
+        clock.advance(1);
+    }
+    type Cells = Vec<(String, Vec<u8>, u64, Vec<u8>)>;
+    let all = |db: &Db, t: &str| -> Vec<(Vec<u8>, Cells)> {
+        db.table(t)
+            .unwrap()
+            .scan(Scan::new().max_versions(10))
+            .unwrap()
+            .map(|r| {
+                let r = r.unwrap();
+                let cells = r
+                    .cells()
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.family.clone(),
+                            c.qualifier.clone(),
+                            c.timestamp,
+                            c.value.clone(),
+                        )
+                    })
+                    .collect();
+                (r.key, cells)
+            })
+            .collect()
+    };
+    let expect = all(&db, "p");
+    assert_eq!(expect.len(), 2);
+    // Three versions kept of r1/a:q, the newest first, at the clock's times.
+    let r1a: Vec<u64> = expect[0]
+        .1
+        .iter()
+        .filter(|c| c.0 == "a")
+        .map(|c| c.2)
+        .collect();
+    assert_eq!(r1a, vec![1_005, 1_004, 1_001]);
+    assert_eq!(all(&db, "c"), expect);
+    db.flush().unwrap();
+    assert_eq!(all(&db, "c"), expect);
+    drop((p, c));
+    drop(db);
+    let db = Db::open(dir.path(), o).unwrap();
+    assert_eq!(all(&db, "c"), expect);
+    assert_eq!(all(&db, "p"), expect);
+}

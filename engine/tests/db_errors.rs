@@ -85,6 +85,11 @@ fn data_errors_are_typed_and_write_nothing() {
         .put(Put::new("r2").add("a", "q", "v").add("zz", "q", "v"))
         .unwrap_err();
     assert!(matches!(e, Error::FamilyNotFound { .. }), "{e:?}");
+    let e = t.put_cell(b"r2", "zz", b"q", b"v").unwrap_err();
+    assert!(
+        matches!(e, Error::FamilyNotFound { ref table, ref family } if table == "t" && family == "zz"),
+        "{e:?}"
+    );
     for d in [
         Delete::new("r").family("zz"),
         Delete::new("r").columns("zz", "q"),
@@ -108,6 +113,10 @@ fn data_errors_are_typed_and_write_nothing() {
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
     let e = t.put(Put::new(big.clone()).add("a", "q", "v")).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    for row in [&b""[..], &big] {
+        let e = t.put_cell(row, "a", b"q", b"v").unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    }
     let e = t.delete(Delete::new("")).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
     let e = t.delete(Delete::new(big.clone())).unwrap_err();

@@ -119,10 +119,9 @@ impl Engine for CellarEngine {
         } else {
             cellar::Durability::SyncWal
         };
-        self.table.put_with(
-            cellar::Put::new(key).add(FAMILY, "", value),
-            cellar::WriteOptions::durability(d),
-        )?;
+        // One cell from borrowed bytes, as the peers' adapters pass their key and value.
+        self.table
+            .put_cell_with(key, FAMILY, b"", value, cellar::WriteOptions::durability(d))?;
         Ok(())
     }
 

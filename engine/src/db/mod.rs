@@ -723,6 +723,52 @@ impl Table {
         self.db.inner.write(&[(&self.name, &m)], opts)
     }
 
+    /// Write one cell at the current time with the database's default durability: the same
+    /// write as `put(Put::new(row).add(family, qualifier, value))`, from borrowed bytes.
+    pub fn put_cell(
+        &self,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        value: &[u8],
+    ) -> Result<SeqNo> {
+        self.put_cell_with(row, family, qualifier, value, WriteOptions::default())
+    }
+
+    /// Write one cell at the current time: the same write, checks and errors as
+    /// `put_with(Put::new(row).add(family, qualifier, value), opts)`, without building the
+    /// [`Put`] (a row, a family name and a value copied into it, then dropped). For loads of
+    /// single-cell rows, as a key-value store is used.
+    ///
+    /// ```
+    /// use cellar::{Db, Durability, FamilyDescriptor, Get, Options, TableDescriptor, WriteOptions};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("kv").family(FamilyDescriptor::new("f")))?;
+    /// let kv = db.table("kv")?;
+    /// let fsynced = WriteOptions::durability(Durability::FsyncWal);
+    /// kv.put_cell_with(b"k1", "f", b"", b"v1", fsynced)?;
+    /// let row = kv.get(&Get::new("k1"))?.unwrap();
+    /// assert_eq!(row.value("f", ""), Some(&b"v1"[..]));
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn put_cell_with(
+        &self,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        value: &[u8],
+        opts: WriteOptions,
+    ) -> Result<SeqNo> {
+        let cell = write::CellPut {
+            row,
+            family,
+            qualifier,
+            value,
+        };
+        self.db.inner.put_cell(&self.name, cell, opts)
+    }
+
     /// Write a delete with the database's default durability.
     pub fn delete(&self, d: Delete) -> Result<SeqNo> {
         self.delete_with(d, WriteOptions::default())

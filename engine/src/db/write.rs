@@ -18,6 +18,15 @@ use crate::schema::TableName;
 use crate::types::{SeqNo, Timestamp, LATEST_TIMESTAMP};
 use crate::wal::{AppendError, Durability};
 
+/// A cell for [`DbInner::put_cell`], borrowed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CellPut<'a> {
+    pub row: &'a [u8],
+    pub family: &'a str,
+    pub qualifier: &'a [u8],
+    pub value: &'a [u8],
+}
+
 /// Strength order of durability levels (a database-wide floor raises a write to it).
 fn rank(d: Durability) -> u8 {
     match d {
@@ -60,6 +69,53 @@ impl DbInner {
         if items.is_empty() {
             return Err(Error::InvalidArgument("empty write".into()));
         }
+        self.apply_write(opts, |sv, now| self.resolve(sv, items, now))
+    }
+
+    /// One put of one cell at the current time from borrowed bytes
+    /// ([`Table::put_cell_with`](crate::Table::put_cell_with)): [`DbInner::write`] of
+    /// `Put::new(row).add(family, qualifier, value)` without building the put, so without its
+    /// four allocations (callgrind: 7% of a single-cell put's instructions).
+    pub(super) fn put_cell(
+        &self,
+        table: &TableName,
+        cell: CellPut<'_>,
+        opts: WriteOptions,
+    ) -> Result<SeqNo> {
+        self.check_poisoned()?;
+        self.stall_if_needed()?;
+        let _row = self.row_locks.lock([cell.row]);
+        self.check_poisoned()?;
+        self.apply_write(opts, |sv, now| {
+            let t = sv
+                .tables
+                .get(table)
+                .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
+            let f = t
+                .family(cell.family)
+                .ok_or_else(|| family_not_found(t, cell.family))?;
+            let mut out = Batch::default();
+            out.push(&MutationRef {
+                family: f.id,
+                row: cell.row,
+                qualifier: cell.qualifier,
+                timestamp: now,
+                cell_type: CellType::Put,
+                value: cell.value,
+                tags: &[],
+            })?;
+            Ok((out.payload, out.user_bytes))
+        })
+    }
+
+    /// Log and apply the batch `resolve` encodes (its payload and user bytes) over the
+    /// current super-version at time `now`; returns once the batch is visible. The caller
+    /// holds the batch's row locks.
+    fn apply_write(
+        &self,
+        opts: WriteOptions,
+        resolve: impl FnOnce(&SuperVersion, Timestamp) -> Result<(Vec<u8>, usize)>,
+    ) -> Result<SeqNo> {
         let mut d = opts.durability.unwrap_or(self.opts.default_durability);
         if rank(self.opts.min_durability) > rank(d) {
             d = self.opts.min_durability;
@@ -68,7 +124,7 @@ impl DbInner {
         let (seq, bytes) = {
             let _shared = self.switch.shared();
             let sv = self.sv();
-            let (payload, bytes) = self.resolve(&sv, items, now)?;
+            let (payload, bytes) = resolve(&sv, now)?;
             // The memstore takes the batch from the very bytes the WAL logs (as a replay
             // does), shared instead of copied into owned mutations and a second buffer.
             let payload = Arc::new(payload);
