@@ -602,9 +602,9 @@ impl BlockIter {
     pub fn new(block: Arc<Block>) -> Self {
         BlockIter {
             block,
-            // From the thread's pool, with room for a typical cell key: a Get makes a few
-            // iterators, and growing their keys from empty was 6% of its instructions
-            // (callgrind); allocating them fresh another 7% (`crate::bufpool`).
+            // From the thread's pool (`crate::bufpool`), with room for a typical cell key: a
+            // Get makes a few iterators, and growing their keys from empty was 6% of its
+            // instructions (callgrind).
             key: bufpool::take(),
             entry: Entry::default(),
             next_offset: 0,
