@@ -520,7 +520,10 @@ fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
         .map_err(|m| Error::InvalidArgument(format!("undecodable key in a read: {m}")))
 }
 
-fn table_info<'s>(sv: &'s SuperVersion, table: &TableName) -> Result<&'s Arc<TableInfo>> {
+pub(super) fn table_info<'s>(
+    sv: &'s SuperVersion,
+    table: &TableName,
+) -> Result<&'s Arc<TableInfo>> {
     sv.tables
         .get(table)
         .ok_or_else(|| Error::TableNotFound(table.to_string()))

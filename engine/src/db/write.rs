@@ -9,13 +9,14 @@ use cellar_format::CellType;
 
 use super::mutation::{DeleteOp, Mutation, PendingCell};
 use super::options::WriteOptions;
+use super::read::table_info;
 use super::sv::{SuperVersion, TableInfo};
 use super::DbInner;
 use crate::batch::{self, MutationRef};
 use crate::error::{Error, Poison, Result};
 use crate::read::query::Get;
 use crate::schema::TableName;
-use crate::types::{SeqNo, Timestamp, LATEST_TIMESTAMP};
+use crate::types::{FamilyId, SeqNo, Timestamp, LATEST_TIMESTAMP};
 use crate::wal::{AppendError, Durability};
 
 /// A cell for [`DbInner::put_cell`], borrowed.
@@ -87,16 +88,10 @@ impl DbInner {
         let _row = self.row_locks.lock([cell.row]);
         self.check_poisoned()?;
         self.apply_write(opts, |sv, now| {
-            let t = sv
-                .tables
-                .get(table)
-                .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
-            let f = t
-                .family(cell.family)
-                .ok_or_else(|| family_not_found(t, cell.family))?;
+            let t = table_info(sv, table)?;
             let mut out = Batch::default();
             out.push(&MutationRef {
-                family: f.id,
+                family: family_id(t, cell.family)?,
                 row: cell.row,
                 qualifier: cell.qualifier,
                 timestamp: now,
@@ -194,10 +189,7 @@ impl DbInner {
     ) -> Result<(Vec<u8>, usize)> {
         let mut out = Batch::default();
         for (table, m) in items {
-            let t = sv
-                .tables
-                .get(*table)
-                .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
+            let t = table_info(sv, table)?;
             match m {
                 Mutation::Put(p) => {
                     if p.cells.is_empty() {
@@ -282,10 +274,7 @@ impl DbInner {
                     (family, qualifier.as_slice(), ts, CellType::Delete)
                 }
             };
-            let f = t
-                .family(family)
-                .ok_or_else(|| family_not_found(t, family))?;
-            out.push(&marker(f.id, row, qualifier, ts, ty))?;
+            out.push(&marker(family_id(t, family)?, row, qualifier, ts, ty))?;
         }
         Ok(())
     }
@@ -306,9 +295,7 @@ impl DbInner {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Timestamp>> {
-        if t.family(family).is_none() {
-            return Err(family_not_found(t, family));
-        }
+        family_id(t, family)?;
         let get = Get::new(row.to_vec()).column(family, qualifier.to_vec());
         let r = self.get(&t.descriptor.name, &get)?;
         Ok(r.and_then(|row| row.cells().first().map(|c| c.timestamp)))
@@ -408,6 +395,13 @@ fn insert_batch(sv: &SuperVersion, payload: &[u8], seq: SeqNo) -> Result<()> {
     Ok(())
 }
 
+/// The id of `t`'s family `family`, or `FamilyNotFound`.
+fn family_id(t: &TableInfo, family: &str) -> Result<FamilyId> {
+    t.family(family)
+        .map(|f| f.id)
+        .ok_or_else(|| family_not_found(t, family))
+}
+
 fn family_not_found(t: &TableInfo, family: &str) -> Error {
     Error::FamilyNotFound {
         table: t.descriptor.name.to_string(),
@@ -422,11 +416,8 @@ fn cell<'a>(
     now: Timestamp,
     tags: &'a [u8],
 ) -> Result<MutationRef<'a>> {
-    let f = t
-        .family(&c.family)
-        .ok_or_else(|| family_not_found(t, &c.family))?;
     Ok(MutationRef {
-        family: f.id,
+        family: family_id(t, &c.family)?,
         row,
         qualifier: &c.qualifier,
         timestamp: if c.timestamp == LATEST_TIMESTAMP {
