@@ -30,6 +30,15 @@ pub fn varint_len(mut v: u64) -> usize {
     n
 }
 
+/// The 7-bit groups of the low bytes of `x` (each byte's high bit clear), low group first,
+/// packed together: `b0 | b1 << 7 | b2 << 14 | ...`.
+#[inline(always)]
+fn gather7(x: u64) -> u64 {
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
+}
+
 #[cold]
 #[inline(never)]
 fn overflow32(what: &str, v: u64) -> Malformed {
@@ -152,9 +161,28 @@ impl<'a> Cursor<'a> {
     /// A varint of two bytes or more (or none left).
     #[inline(never)]
     fn varint64_multi(&mut self, what: &str) -> Result<u64, Malformed> {
-        // The timestamp and seq differences of DIFF entries take 2–4 bytes: decode those
-        // without a bounds check per byte when the longest varint fits (the general loop was
-        // 4% of a scan).
+        // The timestamp and seq differences of DIFF entries take 2–4 bytes, a different
+        // number from entry to entry: a loop that stops at the last byte mispredicts its exit
+        // about once a varint (perf: 7% of a cached scan here). With 8 bytes left, the length
+        // comes from the first clear high bit of one load and the 7-bit groups are gathered
+        // with masks and shifts, without a branch on the length.
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        if let Some(head) = rest.first_chunk::<8>() {
+            let w = u64::from_le_bytes(*head);
+            let stops = !w & 0x8080_8080_8080_8080;
+            if stops != 0 {
+                // The last byte's high bit is bit 8·len − 1.
+                let bits = stops.trailing_zeros() + 1;
+                let kept = w & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
+                self.pos += (bits / 8) as usize;
+                return Ok(gather7(kept));
+            }
+        }
+        self.varint64_long(what)
+    }
+
+    /// A varint of 9 or 10 bytes, or one with fewer than 8 bytes left.
+    fn varint64_long(&mut self, what: &str) -> Result<u64, Malformed> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         if let Some(head) = rest.first_chunk::<10>() {
             let mut v: u64 = 0;
@@ -252,6 +280,35 @@ mod tests {
         overflow.extend_from_slice(&[0x02, 0, 0, 0]);
         assert!(Cursor::new(&overflow).varint64("v").is_err());
         assert!(Cursor::new(&[0x80u8; 16]).varint64("v").is_err());
+    }
+
+    #[test]
+    fn every_varint_length_decodes_the_same_on_every_path() {
+        // Each length from 1 to 10 bytes, at its edges and in between, followed by 0 to 12
+        // more bytes: the one-byte test, the masked 8-byte load, the 10-byte loop and the
+        // checked loop must agree.
+        let mut values = vec![0u64, 1, u64::MAX, 0x0123_4567_89ab_cdef];
+        for s in 1..64 {
+            values.extend([(1u64 << s) - 1, 1u64 << s, (1u64 << s) | 0x55]);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64));
+        }
+        for &v in &values {
+            for tail in 0..=12 {
+                let mut b = Vec::new();
+                put_varint64(&mut b, v);
+                let len = b.len();
+                b.extend(std::iter::repeat_n(0xff, tail));
+                let mut c = Cursor::new(&b);
+                assert_eq!(c.varint64("v").ok(), Some(v), "{v:#x} with {tail} more");
+                assert_eq!(c.position(), len);
+            }
+        }
     }
 
     #[test]
