@@ -89,4 +89,13 @@ pub trait CellIter {
     fn tags(&self) -> &[u8] {
         &[]
     }
+    /// The current cell's key, value and tags in one call, `None` when not valid: what a
+    /// scan reads of every cell, without walking the layers of a merge once per field.
+    fn current(&self) -> Option<cellar_format::CellEntry<'_>> {
+        self.valid().then(|| cellar_format::CellEntry {
+            key: self.key(),
+            value: self.value(),
+            tags: self.tags(),
+        })
+    }
 }

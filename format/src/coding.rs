@@ -159,7 +159,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint of two bytes or more (or none left).
-    #[inline(never)]
+    #[inline]
     fn varint64_multi(&mut self, what: &str) -> Result<u64, Malformed> {
         // The timestamp and seq differences of DIFF entries take 2–4 bytes, a different
         // number from entry to entry: a loop that stops at the last byte mispredicts its exit
@@ -182,6 +182,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint of 9 or 10 bytes, or one with fewer than 8 bytes left.
+    #[cold]
+    #[inline(never)]
     fn varint64_long(&mut self, what: &str) -> Result<u64, Malformed> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         if let Some(head) = rest.first_chunk::<10>() {

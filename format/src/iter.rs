@@ -4,7 +4,7 @@
 //! data block. Moving past the end of a block steps the deepest index level that can still
 //! move and descends again, so forward and backward scans cost one block read per block.
 
-use crate::block::{BlockHandle, BlockIter, BlockType};
+use crate::block::{BlockHandle, BlockIter, BlockType, CellEntry};
 use crate::cell::KeyRef;
 use crate::error::{Malformed, Result};
 use crate::reader::{parsed, HFileReader, ReadAt};
@@ -60,6 +60,12 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             Some(d) if d.iter.valid() => d.iter.key(),
             _ => &[],
         }
+    }
+
+    /// Current key, value and tags in one call; `None` when not valid.
+    #[inline]
+    pub fn current(&self) -> Option<CellEntry<'_>> {
+        self.data.as_ref().and_then(|d| d.iter.current())
     }
 
     /// Current key, parsed; `None` when not valid.

@@ -43,7 +43,7 @@ pub mod verify;
 pub mod version;
 pub mod writer;
 
-pub use block::{BlockHandle, BlockType};
+pub use block::{BlockHandle, BlockType, CellEntry};
 pub use bloom::{BloomConfig, BloomType};
 pub use cell::{bytes_eq, compare_bytes, compare_keys, CellKey, CellType, KeyProbe, KeyRef};
 pub use compression::CompressionType;

@@ -278,4 +278,8 @@ impl CellIter for LevelIter<'_> {
     fn tags(&self) -> &[u8] {
         self.cur.as_ref().map_or(&[][..], |c| c.tags())
     }
+
+    fn current(&self) -> Option<cellar_format::CellEntry<'_>> {
+        self.cur.as_ref().and_then(|c| c.current())
+    }
 }

@@ -747,12 +747,12 @@ fn resolve_row<'q>(
     resolvers: &mut Resolvers<'q>,
     sink: &mut impl CellSink<'q>,
 ) -> Result<()> {
-    while it.valid() {
-        let key = parse(it.key())?;
+    while let Some(cur) = it.current() {
+        let key = parse(cur.key)?;
         if !bytes_eq(key.row, row) {
             break;
         }
-        let skip = resolvers.push(&key, it.value(), it.tags(), sink)?;
+        let skip = resolvers.push(&key, cur.value, cur.tags, sink)?;
         advance(it, skip)?;
     }
     Ok(())
@@ -1095,8 +1095,8 @@ impl ScanIter {
             returned += 1;
             returned < limit
         };
-        while merge.valid() {
-            let key = parse(merge.key())?;
+        while let Some(cur) = merge.current() {
+            let key = parse(cur.key)?;
             if scan.past_stop(key.row) {
                 break;
             }
@@ -1109,7 +1109,7 @@ impl ScanIter {
                 cells.clear();
                 resolvers.reset();
             }
-            let skip = resolvers.push(&key, merge.value(), merge.tags(), &mut cells)?;
+            let skip = resolvers.push(&key, cur.value, cur.tags, &mut cells)?;
             advance(&mut merge, skip)?;
         }
         deliver(&row, &cells);

@@ -223,6 +223,13 @@ impl CellIter for MemIter<'_> {
     fn value(&self) -> &[u8] {
         self.cur.map_or(&[], |e| e.parts().2)
     }
+
+    fn current(&self) -> Option<cellar_format::CellEntry<'_>> {
+        self.cur.map(|e| {
+            let (key, tags, value) = e.parts();
+            cellar_format::CellEntry { key, value, tags }
+        })
+    }
 }
 
 #[cfg(test)]

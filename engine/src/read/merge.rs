@@ -20,7 +20,7 @@
 use std::cmp::Ordering;
 
 use cellar_format::cell::{compare_keys, KEY_SUFFIX_LEN};
-use cellar_format::{HFileIter, KeyRef, ReadAt};
+use cellar_format::{CellEntry, HFileIter, KeyRef, ReadAt};
 
 use crate::error::{Error, Result};
 use crate::types::CellIter;
@@ -292,6 +292,13 @@ impl CellIter for MergeIter<'_> {
             .and_then(|&s| self.sources.get(s))
             .map_or(&[][..], |s| s.tags())
     }
+
+    fn current(&self) -> Option<CellEntry<'_>> {
+        self.heap
+            .first()
+            .and_then(|&s| self.sources.get(s))
+            .and_then(|s| s.current())
+    }
 }
 
 /// [`compare_keys`], with a shortcut: most comparisons in a merge are between different rows,
@@ -371,6 +378,10 @@ impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
 
     fn tags(&self) -> &[u8] {
         self.inner.tags()
+    }
+
+    fn current(&self) -> Option<CellEntry<'_>> {
+        self.inner.current()
     }
 }
 

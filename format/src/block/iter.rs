@@ -597,6 +597,21 @@ impl Drop for BlockIter {
     }
 }
 
+/// A cursor's current cell: its encoded key, value and tags, borrowed from the cursor.
+///
+/// Why one call: a scan reads all three of every cell through several layers of cursors (the
+/// merge, a level's run of files, a file's index levels), and an accessor per field walked
+/// the layers three times over (perf: 9% of a cached scan in the accessors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellEntry<'a> {
+    /// Encoded key (SPEC.md §3.1).
+    pub key: &'a [u8],
+    /// Value.
+    pub value: &'a [u8],
+    /// Tags (SPEC.md §3.4); empty for none.
+    pub tags: &'a [u8],
+}
+
 impl BlockIter {
     /// An unpositioned iterator.
     pub fn new(block: Arc<Block>) -> Self {
@@ -640,6 +655,20 @@ impl BlockIter {
     /// Current tags (empty when not valid).
     pub fn tags(&self) -> &[u8] {
         self.slice(self.entry.tags)
+    }
+
+    /// Current key, value and tags in one call; `None` when not valid.
+    #[inline]
+    pub fn current(&self) -> Option<CellEntry<'_>> {
+        if !self.valid {
+            return None;
+        }
+        let at = |(a, b): (usize, usize)| self.block.data.get(a..b).unwrap_or_default();
+        Some(CellEntry {
+            key: &self.key,
+            value: at(self.entry.value),
+            tags: at(self.entry.tags),
+        })
     }
 
     /// Offset of the current entry within the raw payload.

@@ -16,7 +16,7 @@ mod iter;
 
 pub use builder::BlockBuilder;
 pub use encoding::DataBlockEncoding;
-pub use iter::{Block, BlockIter, Entry};
+pub use iter::{Block, BlockIter, CellEntry, Entry};
 
 use crate::checksum::block_checksum;
 use crate::coding::{put_varint64, Cursor};
