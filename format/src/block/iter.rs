@@ -417,7 +417,11 @@ impl Block {
         at_restart: bool,
     ) -> Result<(Entry, usize), Malformed> {
         let decoded = self.decode_unchecked(offset, key, matched, at_restart)?;
-        KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
+        // The same checks as `KeyRef::parse` without building the parts (the reader parses
+        // the key again anyway); the full parse only to word the error.
+        if crate::cell::row_if_well_formed(key).is_none() {
+            KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
+        }
         Ok(decoded)
     }
 
@@ -577,7 +581,15 @@ pub struct BlockIter {
     next_offset: usize,
     /// ANCHORED_DIFF: how many leading bytes of `key` are known to be the anchor's.
     matched: usize,
+    /// The restart point at or before the current entry; change it only through
+    /// [`BlockIter::set_restart_index`], which keeps the two offsets below.
     restart_index: usize,
+    /// Offset of restart point `restart_index`.
+    restart_at: usize,
+    /// Offset of restart point `restart_index + 1` (`usize::MAX` after the last). A scan
+    /// compares each entry's offset with these instead of reading the restart array twice an
+    /// entry (callgrind: ~25 instructions an entry).
+    next_restart_at: usize,
     valid: bool,
     /// Entries before the current one, in block order (the last is the nearest). Only used
     /// while its top is the current entry's predecessor, which `prev` checks by offset: the
@@ -625,6 +637,8 @@ impl BlockIter {
             next_offset: 0,
             matched: 0,
             restart_index: 0,
+            restart_at: 0,
+            next_restart_at: 0,
             valid: false,
             back: Vec::new(),
             back_keys: Vec::new(),
@@ -692,7 +706,7 @@ impl BlockIter {
         // An ANCHORED_DIFF restart entry is decoded against the anchor, not the entry before.
         let at_restart = anchored && {
             self.advance_restart_index(offset)?;
-            self.block.restart(self.restart_index)? == offset
+            self.restart_at == offset
         };
         match self
             .block
@@ -717,9 +731,20 @@ impl BlockIter {
     fn seek_to_restart(&mut self, i: usize) -> Result<bool, Malformed> {
         self.key.clear();
         self.matched = 0;
+        self.set_restart_index(i)?;
+        self.parse_at(self.restart_at)
+    }
+
+    /// Make `i` the current restart point, with its offset and the next one's.
+    fn set_restart_index(&mut self, i: usize) -> Result<(), Malformed> {
+        self.restart_at = self.block.restart(i)?;
+        self.next_restart_at = if i + 1 < self.block.num_restarts {
+            self.block.restart(i + 1)?
+        } else {
+            usize::MAX
+        };
         self.restart_index = i;
-        let off = self.block.restart(i)?;
-        self.parse_at(off)
+        Ok(())
     }
 
     /// Position on the first entry.
@@ -741,8 +766,7 @@ impl BlockIter {
         // next move from the last entry of a block is almost always a `prev`.
         let ri = self.block.num_restarts - 1;
         self.fill_back(ri, self.block.restarts_offset)?;
-        self.pop_back();
-        Ok(())
+        self.pop_back()
     }
 
     /// Advance to the next entry.
@@ -760,8 +784,7 @@ impl BlockIter {
         }
         let original = self.entry.offset;
         if self.back.last().is_some_and(|b| b.next_offset == original) {
-            self.pop_back();
-            return Ok(());
+            return self.pop_back();
         }
         let mut ri = self.restart_index;
         while self.block.restart(ri)? >= original {
@@ -772,8 +795,7 @@ impl BlockIter {
             ri -= 1;
         }
         self.fill_back(ri, original)?;
-        self.pop_back();
-        Ok(())
+        self.pop_back()
     }
 
     /// Decode the entries from restart point `ri` up to (not including) the one at `end` onto
@@ -799,7 +821,7 @@ impl BlockIter {
     }
 
     /// Make the top of the backward stack the current entry (invalid when it is empty).
-    fn pop_back(&mut self) {
+    fn pop_back(&mut self) -> Result<(), Malformed> {
         match self.back.pop() {
             Some(b) => {
                 self.key.clear();
@@ -809,11 +831,15 @@ impl BlockIter {
                 self.back_keys.truncate(b.key_start);
                 self.entry = b.entry;
                 self.next_offset = b.next_offset;
-                self.restart_index = b.restart_index;
+                if let Err(e) = self.set_restart_index(b.restart_index) {
+                    self.valid = false;
+                    return Err(e);
+                }
                 self.valid = true;
             }
             None => self.valid = false,
         }
+        Ok(())
     }
 
     /// Position on the first entry whose key is `>= target`, invalid if there is none.
@@ -965,7 +991,7 @@ impl BlockIter {
         KeyRef::parse(&self.key).map_err(|m| Malformed(format!("entry at {off}: {m}")))?;
         self.entry = entry;
         self.next_offset = next;
-        self.restart_index = ri;
+        self.set_restart_index(ri)?;
         self.advance_restart_index(off)?;
         self.valid = true;
         Ok(())
@@ -973,10 +999,8 @@ impl BlockIter {
 
     /// Move `restart_index` forward to the last restart point at or before `offset`.
     fn advance_restart_index(&mut self, offset: usize) -> Result<(), Malformed> {
-        while self.restart_index + 1 < self.block.num_restarts
-            && self.block.restart(self.restart_index + 1)? <= offset
-        {
-            self.restart_index += 1;
+        while self.next_restart_at <= offset {
+            self.set_restart_index(self.restart_index + 1)?;
         }
         Ok(())
     }
