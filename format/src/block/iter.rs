@@ -771,9 +771,54 @@ impl BlockIter {
 
     /// Advance to the next entry.
     pub fn next(&mut self) -> Result<(), Malformed> {
-        if self.valid {
-            self.parse_at(self.next_offset)?;
+        if !self.valid {
+            return Ok(());
         }
+        let offset = self.next_offset;
+        // A scan's common step: an ANCHORED_DIFF entry inside a restart interval, encoded
+        // against the entry before it. Decoded here directly rather than through `parse_at`'s
+        // general case (restart bookkeeping, the encoding's dispatch, the choice of what it
+        // is encoded against): ~15% of a cached scan's instructions went to those layers.
+        if self.block.anchor.is_some()
+            && offset < self.next_restart_at
+            && offset < self.block.restarts_offset
+        {
+            let region = self
+                .block
+                .data
+                .get(offset..self.block.restarts_offset)
+                .unwrap_or_default();
+            let base = key_suffix(&self.key);
+            let decoded = decode_anchored(
+                region,
+                &mut self.key,
+                &mut self.matched,
+                base,
+                Against::Previous,
+                true,
+            )
+            .map_err(|m| Malformed(format!("entry at {offset}: {}", m.0)))
+            .and_then(|(d, _)| {
+                if crate::cell::row_if_well_formed(&self.key).is_none() {
+                    KeyRef::parse(&self.key)
+                        .map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
+                }
+                Ok(d)
+            });
+            return match decoded {
+                Ok(d) => {
+                    let (entry, next) = self.block.diff_position(offset, d);
+                    self.entry = entry;
+                    self.next_offset = next;
+                    Ok(())
+                }
+                Err(e) => {
+                    self.valid = false;
+                    Err(e)
+                }
+            };
+        }
+        self.parse_at(offset)?;
         Ok(())
     }
 
