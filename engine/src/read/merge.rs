@@ -215,6 +215,14 @@ impl<'a> MergeIter<'a> {
             return Ok(());
         };
         self.advance_source(top)?;
+        // One source left (a compacted family with an empty memstore, or the last source of
+        // any scan): nothing to order and nothing to skip.
+        if self.heap.len() == 1 {
+            if !self.sources.get(top).is_some_and(|s| s.valid()) {
+                self.heap.clear();
+            }
+            return Ok(());
+        }
         self.reposition(0);
         self.skip_duplicates_of_top()
     }
