@@ -515,6 +515,7 @@ fn key_row(key: &[u8]) -> Option<&[u8]> {
     key.get(2..2 + len)
 }
 
+#[inline]
 fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
     KeyRef::parse(key)
         .map_err(|m| Error::InvalidArgument(format!("undecodable key in a read: {m}")))

@@ -237,6 +237,7 @@ impl<'f> CellSink<'f> for RawCells<'f> {
             Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
         })?;
         let at = self.bytes.len();
+        self.bytes.reserve(key.qualifier.len() + value.len());
         self.bytes.extend_from_slice(key.qualifier);
         self.bytes.extend_from_slice(value);
         self.cells.push(RawCell {
