@@ -921,8 +921,8 @@ impl ScanIter {
         let mut row: Option<Vec<u8>> = None;
         let mut cells = Vec::new();
         let mut batch = BatchSize::default();
-        while merge.valid() {
-            let key = parse(merge.key())?;
+        while let Some(cur) = merge.current() {
+            let key = parse(cur.key)?;
             if self.scan.past_stop(key.row) {
                 break;
             }
@@ -958,7 +958,7 @@ impl ScanIter {
                 resolvers.reset();
             }
             self.cells_read += 1;
-            let skip = resolvers.push(&key, merge.value(), merge.tags(), &mut cells)?;
+            let skip = resolvers.push(&key, cur.value, cur.tags, &mut cells)?;
             advance(&mut merge, skip)?;
         }
         if let Some(done) = row {
