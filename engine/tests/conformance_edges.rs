@@ -329,19 +329,24 @@ fn results_survive_reopen_classic_masking_included() {
         put(&t, "r", "cf", "q", 5, "late");
         put(&t, "r", "cf", "q", 11, "v11");
         assert_eq!(scan(&t, Scan::new().all_versions()), expected);
+        assert_eq!(scan(&t, Scan::new().raw()), raw_expected);
     }
+    // A flush drops `late`, masked in classic mode by the DeleteColumn it was written after
+    // (flush drops masked puts, as HBase's does, and keeps the marker).
+    let flushed: Vec<String> = raw_expected
+        .iter()
+        .filter(|c| *c != "r/cf:q@5=late")
+        .cloned()
+        .collect();
     let db = Db::open(dir.path(), opts()).unwrap();
     let t = db.table("t").unwrap();
     assert_eq!(scan(&t, Scan::new().all_versions()), expected);
-    assert_eq!(scan(&t, Scan::new().raw()), raw_expected);
+    // The open schedules a flush of what it replayed, so a raw read may come before or
+    // after it; a user read must not tell the difference.
+    let raw = scan(&t, Scan::new().raw());
+    assert!(raw == raw_expected || raw == flushed, "{raw:?}");
     db.flush().unwrap();
     assert_eq!(scan(&t, Scan::new().all_versions()), expected);
-    // The flush dropped `late`, masked in classic mode by the DeleteColumn it was written
-    // after (flush drops masked puts, as HBase's does, and keeps the marker).
-    let flushed: Vec<String> = raw_expected
-        .into_iter()
-        .filter(|c| c != "r/cf:q@5=late")
-        .collect();
     assert_eq!(scan(&t, Scan::new().raw()), flushed);
 }
 
