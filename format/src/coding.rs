@@ -145,10 +145,12 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub fn varint64(&mut self, what: &str) -> Result<u64, Malformed> {
         // Block entries are four varints, nearly always one byte each: the hot path of every
-        // seek and scan (15% of a read profile went to the general loop). Only this test is
-        // inlined: with the multi-byte loop in the same function the compiler called it out
-        // of line, and the call was most of a one-byte varint's cost (callgrind: 24
-        // instructions a varint, 7% of a scan).
+        // seek and scan (15% of a read profile went to the general loop). This test comes
+        // first and the loops of long varints stay out of line: with a loop in the same
+        // function the compiler called the whole decode out of line, and the call was most of
+        // a one-byte varint's cost (callgrind: 24 instructions a varint, 7% of a scan). The
+        // branch-free 2–8-byte decode below is inlined as well: 4.6% fewer instructions for a
+        // cached scan than calling it.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;

@@ -588,7 +588,8 @@ pub struct BlockIter {
     restart_at: usize,
     /// Offset of restart point `restart_index + 1` (`usize::MAX` after the last). A scan
     /// compares each entry's offset with these instead of reading the restart array twice an
-    /// entry (callgrind: ~25 instructions an entry).
+    /// entry (with the lighter key check of `decode_at`: 4% fewer instructions for a cached
+    /// scan, callgrind).
     next_restart_at: usize,
     valid: bool,
     /// Entries before the current one, in block order (the last is the nearest). Only used
@@ -613,7 +614,8 @@ impl Drop for BlockIter {
 ///
 /// Why one call: a scan reads all three of every cell through several layers of cursors (the
 /// merge, a level's run of files, a file's index levels), and an accessor per field walked
-/// the layers three times over (perf: 9% of a cached scan in the accessors).
+/// the layers three times over (perf: 9% of a cached scan's samples in the accessors; one
+/// call saved 2.6% of its instructions, callgrind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellEntry<'a> {
     /// Encoded key (SPEC.md §3.1).
@@ -778,7 +780,7 @@ impl BlockIter {
         // A scan's common step: an ANCHORED_DIFF entry inside a restart interval, encoded
         // against the entry before it. Decoded here directly rather than through `parse_at`'s
         // general case (restart bookkeeping, the encoding's dispatch, the choice of what it
-        // is encoded against): ~15% of a cached scan's instructions went to those layers.
+        // is encoded against): 5.5% fewer instructions for a cached scan (callgrind).
         if self.block.anchor.is_some()
             && offset < self.next_restart_at
             && offset < self.block.restarts_offset
