@@ -147,7 +147,7 @@ impl<'a> KeyRef<'a> {
         }
     }
 
-    /// The parts of a well-formed key (the checks of [`row_if_well_formed`]).
+    /// The parts of a well-formed key, `None` for a key `parse` refuses.
     #[inline(always)]
     fn split(key: &'a [u8]) -> Option<Self> {
         let head_len = key.len().checked_sub(KEY_SUFFIX_LEN)?;
@@ -439,19 +439,7 @@ impl<'a> KeyProbe<'a> {
 /// The row of `key` if [`KeyRef::parse`] would accept the key (the same length checks).
 #[inline]
 pub fn row_if_well_formed(key: &[u8]) -> Option<&[u8]> {
-    let head_len = key.len().checked_sub(KEY_SUFFIX_LEN)?;
-    if key.len() < MIN_KEY_LEN {
-        return None;
-    }
-    let row_len = u16::from_le_bytes([*key.first()?, *key.get(1)?]) as usize;
-    let fam_len_at = 2 + row_len;
-    // The family length byte and the family must lie inside the head (the qualifier is the
-    // rest, possibly empty), exactly as `parse` requires.
-    let fam_len = *key.get(..head_len)?.get(fam_len_at)? as usize;
-    if fam_len_at + 1 + fam_len > head_len {
-        return None;
-    }
-    key.get(2..fam_len_at)
+    KeyRef::split(key).map(|k| k.row)
 }
 
 /// An owned cell key.

@@ -417,11 +417,7 @@ impl Block {
         at_restart: bool,
     ) -> Result<(Entry, usize), Malformed> {
         let decoded = self.decode_unchecked(offset, key, matched, at_restart)?;
-        // The same checks as `KeyRef::parse` without building the parts (the reader parses
-        // the key again anyway); the full parse only to word the error.
-        if crate::cell::row_if_well_formed(key).is_none() {
-            KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
-        }
+        check_entry_key(key, offset)?;
         Ok(decoded)
     }
 
@@ -608,6 +604,17 @@ impl Drop for BlockIter {
         bufpool::give(std::mem::take(&mut self.key));
         bufpool::give(std::mem::take(&mut self.scratch));
     }
+}
+
+/// Check that the rebuilt key of the entry at `offset` parses: the same checks as
+/// `KeyRef::parse` without building the parts (the reader parses the key again anyway); the
+/// full parse only to word the error.
+#[inline]
+fn check_entry_key(key: &[u8], offset: usize) -> Result<(), Malformed> {
+    if crate::cell::row_if_well_formed(key).is_none() {
+        KeyRef::parse(key).map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
+    }
+    Ok(())
 }
 
 /// A cursor's current cell: its encoded key, value and tags, borrowed from the cursor.
@@ -800,13 +807,7 @@ impl BlockIter {
                 true,
             )
             .map_err(|m| Malformed(format!("entry at {offset}: {}", m.0)))
-            .and_then(|(d, _)| {
-                if crate::cell::row_if_well_formed(&self.key).is_none() {
-                    KeyRef::parse(&self.key)
-                        .map_err(|m| Malformed(format!("entry at {offset}: {m}")))?;
-                }
-                Ok(d)
-            });
+            .and_then(|(d, _)| check_entry_key(&self.key, offset).map(|()| d));
             return match decoded {
                 Ok(d) => {
                     let (entry, next) = self.block.diff_position(offset, d);
