@@ -599,18 +599,13 @@ impl BlockCache for ShardedBlockCache {
         if !BlockKind::of(ty).is_meta() {
             return None;
         }
-        let (Some(data), Some(meta)) = (&self.data, &self.meta) else {
-            return None;
-        };
-        let weight = block_weight(block);
-        let _g = self.resizing.lock();
-        let pinned = self.pinned.load(Ordering::Relaxed);
-        if meta.cache.capacity() + pinned + weight > self.meta_limit {
-            return None;
-        }
-        self.pinned.store(pinned + weight, Ordering::Relaxed);
-        self.resize_data(data, meta);
-        Some(weight)
+        self.pin_weight(block_weight(block))
+    }
+
+    /// A reader's block map (a word and a handle per data block, built from its index) is
+    /// index in another shape: it is pinned by the same rule as the index blocks.
+    fn pin_bytes(&self, bytes: u64) -> Option<u64> {
+        self.pin_weight(bytes + ENTRY_OVERHEAD)
     }
 
     fn unpin(&self, bytes: u64) {
@@ -622,6 +617,24 @@ impl BlockCache for ShardedBlockCache {
         self.pinned
             .store(pinned.saturating_sub(bytes), Ordering::Relaxed);
         self.resize_data(data, meta);
+    }
+}
+
+impl ShardedBlockCache {
+    /// Grant a pin of `weight` bytes while the meta pool and the pinned bytes stay within the
+    /// meta share (see [`BlockCache::pin`] above).
+    fn pin_weight(&self, weight: u64) -> Option<u64> {
+        let (Some(data), Some(meta)) = (&self.data, &self.meta) else {
+            return None;
+        };
+        let _g = self.resizing.lock();
+        let pinned = self.pinned.load(Ordering::Relaxed);
+        if meta.cache.capacity() + pinned + weight > self.meta_limit {
+            return None;
+        }
+        self.pinned.store(pinned + weight, Ordering::Relaxed);
+        self.resize_data(data, meta);
+        Some(weight)
     }
 }
 

@@ -238,12 +238,13 @@ fn compacted_inputs_leave_the_block_cache_at_once() {
         s.block_cache
     );
     // The scan still reads the old files, from disk, to the end. The readers the Gets
-    // opened left the open-file cache at install, giving back the bloom chunks they pinned
-    // (the scan opens its own, lazily, through the open-file cache again; those stay until
-    // the files are deleted, below).
+    // opened left the open-file cache at install, giving back the bloom chunks and block
+    // maps they pinned (the scan opens its own, lazily, through the open-file cache again;
+    // those stay until the files are deleted, below). The scan's readers pin no bloom chunk,
+    // only the block maps its refills' seeks build, smaller than what the Gets held.
     assert_eq!(scan.count(), 899);
     let s = db.stats().block_cache;
-    assert_eq!(s.pinned, 0, "{s:?}");
+    assert!(s.pinned < warm.pinned, "{s:?} against {warm:?}");
     // Once the files are deleted (a flush wakes the compaction thread, whose idle pass
     // deletes them), the readers the scan reopened leave the open-file cache and the blocks
     // it read leave the block cache.

@@ -5,6 +5,7 @@
 //! move and descends again, so forward and backward scans cost one block read per block.
 
 use crate::block::{BlockHandle, BlockIter, BlockType, CellEntry};
+use crate::blockmap::MapPos;
 use crate::cell::KeyRef;
 use crate::error::{Malformed, Result};
 use crate::reader::{parsed, HFileReader, ReadAt};
@@ -36,6 +37,10 @@ pub struct HFileIter<'r, R: ReadAt> {
     /// already passed is caught here instead of turning a scan into an exponential walk.
     trail: Vec<Option<u64>>,
     forward: bool,
+    /// The current data block's number in the reader's block map when a seek found it there
+    /// instead of through the index levels (`index` is then empty): moving past its ends
+    /// goes to the neighbouring block of the map.
+    mapped: Option<usize>,
 }
 
 impl<'r, R: ReadAt> HFileIter<'r, R> {
@@ -46,6 +51,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             data: None,
             trail: Vec::new(),
             forward: true,
+            mapped: None,
         }
     }
 
@@ -104,12 +110,14 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     fn fail_at(&mut self, handle: BlockHandle, ty: BlockType, m: Malformed) -> crate::Error {
         self.data = None;
         self.index.clear();
+        self.mapped = None;
         self.reader.corrupt(handle, ty.region(), m)
     }
 
     fn reset_to_root(&mut self) {
         self.data = None;
         self.index.clear();
+        self.mapped = None;
         self.trail.clear();
         self.index.push(Level {
             iter: BlockIter::new(self.reader.root().clone()),
@@ -247,8 +255,86 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         Ok(false)
     }
 
+    /// Position on `target` through the reader's block map (module [`crate::blockmap`]),
+    /// leaving the data block unsearched unless `search`: true when the map decided (the
+    /// cursor is then on the block, or not valid past the file's last separator), false when
+    /// there is no map or it cannot tell, and the index must be descended.
+    #[inline]
+    fn seek_mapped(&mut self, target: &KeyRef<'_>, search: bool) -> Result<bool> {
+        let Some(map) = self.reader.block_map() else {
+            return Ok(false);
+        };
+        let pos = map.locate(target.row);
+        if pos == MapPos::Undecided {
+            return Ok(false);
+        }
+        self.data = None;
+        self.index.clear();
+        self.trail.clear();
+        self.mapped = None;
+        self.forward = true;
+        if let MapPos::Block(i) = pos {
+            self.load_mapped(i, search.then_some(Descend::Seek(target)))?;
+        }
+        Ok(true)
+    }
+
+    /// Load block `i` of the block map as the data block, positioned as `how` says (or not
+    /// searched); not valid when there is no block `i`.
+    fn load_mapped(&mut self, i: usize, how: Option<Descend<'_>>) -> Result<()> {
+        let Some(handle) = self.reader.block_map().and_then(|m| m.handle(i)) else {
+            self.data = None;
+            self.mapped = None;
+            return Ok(());
+        };
+        let block = self.reader.read_keyed(handle, BlockType::Data)?;
+        let mut level = Level {
+            iter: BlockIter::new(block),
+            handle,
+            ty: BlockType::Data,
+        };
+        if let Some(how) = how {
+            if let Err(m) = Self::position(&mut level.iter, how) {
+                return Err(self.fail(&level, m));
+            }
+        }
+        self.data = Some(level);
+        self.mapped = Some(i);
+        Ok(())
+    }
+
+    /// From block `i` of the block map, move to the first (forward) or last cell of the
+    /// nearest block in that direction that has one.
+    fn step_mapped(&mut self, mut i: usize, forward: bool) -> Result<()> {
+        loop {
+            let next = if forward {
+                i.checked_add(1)
+            } else {
+                i.checked_sub(1)
+            };
+            let Some(n) = next else {
+                self.data = None;
+                self.mapped = None;
+                return Ok(());
+            };
+            let how = if forward {
+                Descend::First
+            } else {
+                Descend::Last
+            };
+            self.load_mapped(n, Some(how))?;
+            if self.valid() || self.mapped.is_none() {
+                return Ok(());
+            }
+            i = n;
+        }
+    }
+
     /// Move to the first cell of the next data block that has one.
     fn next_block(&mut self) -> Result<()> {
+        if let Some(i) = self.mapped {
+            return self.step_mapped(i, true);
+        }
         self.turn(true);
         while self.step_index(true)? {
             self.descend(Descend::First)?;
@@ -261,6 +347,9 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Move to the last cell of the previous data block that has one.
     fn prev_block(&mut self) -> Result<()> {
+        if let Some(i) = self.mapped {
+            return self.step_mapped(i, false);
+        }
         self.turn(false);
         while self.step_index(false)? {
             self.descend(Descend::Last)?;
@@ -312,6 +401,9 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// two the cursor is not valid; a batched read asks the processor for the block's bytes
     /// ([`HFileIter::staged_block`]) while it works on other rows.
     pub fn stage(&mut self, target: &KeyRef<'_>) -> Result<()> {
+        if self.seek_mapped(target, false)? {
+            return Ok(());
+        }
         self.reset_to_root();
         self.forward = true;
         self.position_root(Descend::Seek(target))?;
@@ -341,10 +433,12 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Position on the first cell whose key is `>= target`.
     pub fn seek(&mut self, target: &KeyRef<'_>) -> Result<()> {
-        self.reset_to_root();
-        self.forward = true;
-        self.position_root(Descend::Seek(target))?;
-        self.descend(Descend::Seek(target))?;
+        if !self.seek_mapped(target, true)? {
+            self.reset_to_root();
+            self.forward = true;
+            self.position_root(Descend::Seek(target))?;
+            self.descend(Descend::Seek(target))?;
+        }
         if !self.valid() {
             self.next_block()?;
         }

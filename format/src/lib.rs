@@ -25,6 +25,7 @@
 )]
 
 pub mod block;
+mod blockmap;
 pub mod bloom;
 mod bufpool;
 pub mod cell;

@@ -14,14 +14,21 @@
 //! stays bounded by the cache's size; the reader gives them back when it drops. Only the
 //! root's children are pinned (the blocks every lookup passes through); deeper index levels
 //! of very large files go through the cache.
+//!
+//! # Block map
+//! From its second seek on, a reader with a cache also holds a block map (module
+//! `blockmap`): a word and a handle per data block, so a seek finds its data block without
+//! descending the index (SPEC.md §5, *Reading*). Its bytes are charged through
+//! [`BlockCache::pin_bytes`] and given back with the pins.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::block::{
     unseal_block_vec, Block, BlockHandle, BlockIter, BlockType, DataBlockEncoding, Envelope,
     UnsealError,
 };
+use crate::blockmap::BlockMap;
 use crate::bloom::{chunk_may_contain, hash_key, BloomMeta, BloomType, ChunkSearch};
 use crate::cell::{CellKey, CellType, KeyRef};
 use crate::error::{Error, Malformed, Region, Result};
@@ -132,7 +139,15 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug {
         let _ = (ty, block);
         None
     }
-    /// Give back bytes a [`BlockCache::pin`] charged.
+    /// Whether a reader may hold `bytes` of search structures it built from its index blocks
+    /// (its block map: a word and a handle per data block) for its lifetime: the bytes
+    /// charged against the cache's budget, as [`BlockCache::pin`]'s, or `None` to go without
+    /// them (seeks then descend the index). The default declines.
+    fn pin_bytes(&self, bytes: u64) -> Option<u64> {
+        let _ = bytes;
+        None
+    }
+    /// Give back bytes a [`BlockCache::pin`] or [`BlockCache::pin_bytes`] charged.
     fn unpin(&self, bytes: u64) {
         let _ = bytes;
     }
@@ -151,6 +166,11 @@ struct Pins {
     /// The cache that charged them (`None` without a cache). The drop is here, not on the
     /// reader, so a reader of borrowed bytes needs them only as long as it is used.
     cache: Option<Arc<dyn BlockCache>>,
+    /// The block map, built on the reader's second seek (`None` inside when it could not be
+    /// built or the cache declined its bytes).
+    map: OnceLock<Option<BlockMap>>,
+    /// Whether a seek has asked for the map.
+    map_sought: AtomicBool,
 }
 
 impl Drop for Pins {
@@ -270,6 +290,8 @@ impl<R: ReadAt> HFileReader<R> {
                 bloom: (0..chunks).map(|_| OnceLock::new()).collect(),
                 charged: AtomicU64::new(0),
                 cache,
+                map: OnceLock::new(),
+                map_sought: AtomicBool::new(false),
             };
         }
         Ok(r)
@@ -320,6 +342,41 @@ impl<R: ReadAt> HFileReader<R> {
             cache.unpin(bytes);
         }
         true
+    }
+
+    /// The block map a seek searches instead of descending the index (see
+    /// [`crate::blockmap`]): only through a cache, which charges its bytes; none on the
+    /// reader's first seek (a file sought once, as by one scan or one Get, does not repay
+    /// reading its whole index), built on the second.
+    #[inline]
+    pub(crate) fn block_map(&self) -> Option<&BlockMap> {
+        if let Some(m) = self.pins.map.get() {
+            return m.as_ref();
+        }
+        let cache = self.pins.cache.as_ref()?;
+        // Read before writing: seeks from several threads only read the flag once it is set.
+        if !self.pins.map_sought.load(Ordering::Relaxed) {
+            self.pins.map_sought.store(true, Ordering::Relaxed);
+            return None;
+        }
+        self.pins
+            .map
+            .get_or_init(|| {
+                let map = BlockMap::build(self)?;
+                let bytes = cache.pin_bytes(u64::try_from(map.memory()).ok()?)?;
+                self.pins.charged.fetch_add(bytes, Ordering::Relaxed);
+                Some(map)
+            })
+            .as_ref()
+    }
+
+    /// Bytes of the block map, once built (0 before, and when there is none).
+    pub fn block_map_bytes(&self) -> usize {
+        self.pins
+            .map
+            .get()
+            .and_then(Option::as_ref)
+            .map_or(0, BlockMap::memory)
     }
 
     /// Bytes of meta blocks this reader holds itself, charged to its cache.
