@@ -43,6 +43,9 @@
 //! drops (the open-file cache evicts it, or the file is deleted). Pinned lookups are not
 //! counted as hits; [`CacheStats::pinned`] shows the bytes. A pin is never evicted while its
 //! reader lives: past the meta share, a file's meta blocks go to the meta pool as before.
+//! A reader's block map (a word and a handle per data block, which its seeks search instead
+//! of descending the index; format crate, `blockmap.rs`) is pinned by the same rule
+//! ([`BlockCache::pin_bytes`]); refused, the reader's seeks descend the index.
 //! The rule counts the meta pool's capacity, not its use (counting use would let pins take
 //! up to a further share from data blocks beside an idle pool), so the pool's floor (one
 //! [`MIN_SHARD_BYTES`] per shard) must leave room: the meta pool is sharded as a pool of a
@@ -159,8 +162,9 @@ pub struct CacheStats {
     pub meta_capacity: u64,
     /// Of `usage`, the bytes in the meta pool.
     pub meta_usage: u64,
-    /// Of `usage`, the bytes of index and bloom blocks that open files' readers hold
-    /// themselves (pinned, outside the pools; their lookups are not counted as hits).
+    /// Of `usage`, the bytes of index and bloom blocks, and of block maps, that open files'
+    /// readers hold themselves (pinned, outside the pools; their lookups are not counted as
+    /// hits).
     pub pinned: u64,
     /// Blocks held now.
     pub entries: u64,
