@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use cellar_format::cell::{bytes_eq, compare_bytes};
 use cellar_format::{CellType, HFileIter, HFileReader, KeyRef};
+use smallvec::SmallVec;
 
 use super::level_iter::{LevelIter, ScanFiles};
 use super::sv::{FamilyRead, SuperVersion, TableInfo};
@@ -32,6 +33,10 @@ use crate::read::resolve::{ReadParams, RowResolver};
 use crate::read::view::{CellSink, RawCells, RowView};
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{CellIter, FileMeta, SeqNo, Timestamp};
+
+/// The files a Get may find its row in, newest first: nearly always one or two, kept inline
+/// (a heap list was an allocation and a free per Get).
+type Readers = SmallVec<[Arc<HFileReader<FormatSource>>; 2]>;
 
 /// Most rows a scan reads per refill: each refill re-seeks every source once, which was 7% of
 /// a full-table scan's time at 256 rows.
@@ -136,8 +141,8 @@ impl DbInner {
         span: &RowSpan<'_>,
         range: &TimeRange,
         searched: &mut Searched<'s>,
-    ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
-        let mut out = Vec::new();
+    ) -> Result<Readers> {
+        let mut out = Readers::new();
         for (family, only_column) in families {
             let Some(levels) = sv.version.levels(*family) else {
                 continue;
@@ -386,12 +391,7 @@ impl DbInner {
 
     /// The files that may hold `get`'s row (key range, time range, bloom filter), newest
     /// first; charges seek compaction as a Get does.
-    fn get_files(
-        &self,
-        sv: &SuperVersion,
-        fams: &[FamilyRead],
-        get: &Get,
-    ) -> Result<Vec<Arc<HFileReader<FormatSource>>>> {
+    fn get_files(&self, sv: &SuperVersion, fams: &[FamilyRead], get: &Get) -> Result<Readers> {
         let span = RowSpan {
             start: &get.row,
             stop: Some(&get.row),
@@ -473,7 +473,7 @@ impl DbInner {
 /// files that may hold the row, found once as [`DbInner::get_files`] finds them.
 struct Planned<'t> {
     fams: Cow<'t, [FamilyRead]>,
-    readers: Vec<Arc<HFileReader<FormatSource>>>,
+    readers: Readers,
     /// One file and empty memstores: the settled-data case a batch stages ahead.
     stage: bool,
 }
