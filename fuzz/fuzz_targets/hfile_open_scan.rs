@@ -1,5 +1,8 @@
 //! Arbitrary bytes as a whole file: open (checksums off and on), scan forward and backward,
-//! seek, `get_column`, `may_contain_row`, and `verify`. Nothing may panic.
+//! seek, `get_column`, `may_contain_row`, and `verify`. Nothing may panic. Each file is also
+//! read through a cache that grants the reader its block map (built on the second seek from
+//! the whole index), and on a clean file every seek through the map lands where the index
+//! descent lands.
 //!
 //! With checksums off, garbage reaches every decoder behind the envelope. When `verify` calls
 //! the file clean, the reader must agree: it opens, scans without error in strictly increasing
@@ -8,8 +11,12 @@
 //! depends on, or the reader fails on a sound file.
 #![no_main]
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use cellar_format::cell::{CellKey, KeyRef};
-use cellar_format::{verify, HFileReader, ReaderOptions};
+use cellar_format::reader::{BlockCache, CachedBlock};
+use cellar_format::{verify, BlockType, HFileReader, ReaderOptions};
 use cellar_fuzz::{seek_targets, strictly_increasing};
 use libfuzzer_sys::fuzz_target;
 
@@ -55,6 +62,34 @@ fn backward(r: &HFileReader<&[u8]>) -> Scan {
     s
 }
 
+/// A cache that keeps every block and grants the block map.
+#[derive(Debug, Default)]
+struct MapCache {
+    blocks: Mutex<HashMap<u64, CachedBlock>>,
+}
+
+impl BlockCache for MapCache {
+    fn get(&self, _id: u64, offset: u64, _ty: BlockType) -> Option<CachedBlock> {
+        self.blocks.lock().ok()?.get(&offset).cloned()
+    }
+    fn insert(&self, _id: u64, offset: u64, _ty: BlockType, block: CachedBlock) {
+        if let Ok(mut b) = self.blocks.lock() {
+            b.insert(offset, block);
+        }
+    }
+    fn pin_bytes(&self, bytes: u64) -> Option<u64> {
+        Some(bytes)
+    }
+}
+
+fn mapped(data: &[u8], verify_checksums: bool) -> Option<HFileReader<&[u8]>> {
+    let opts = ReaderOptions {
+        verify_checksums,
+        cache: Some((Arc::new(MapCache::default()) as Arc<dyn BlockCache>, 1)),
+    };
+    HFileReader::open_with(data, "fuzz-mapped", opts).ok()
+}
+
 /// Drive every read path. `sound` says the verifier passed the file, so seeks must also land
 /// at or after their target (on damaged files the step to the next block may not).
 fn exercise(r: &HFileReader<&[u8]>, raw: &[u8], sound: bool) -> (Scan, Scan) {
@@ -94,6 +129,9 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(r) = HFileReader::open_with(data, "fuzz", opts) {
             exercise(&r, data, false);
         }
+        if let Some(r) = mapped(data, verify_checksums) {
+            exercise(&r, data, false);
+        }
     }
 
     let Ok(report) = verify(data, "fuzz") else {
@@ -128,6 +166,37 @@ fuzz_target!(|data: &[u8]| {
     let mut rev = back.keys.clone();
     rev.reverse();
     assert_eq!(rev, fwd.keys, "backward scan differs from forward scan");
+    // Seeks through the block map land where the index descent lands, and step alike.
+    let m = mapped(data, true).unwrap_or_else(|| panic!("verify is clean but open fails"));
+    let (mut a, mut b) = (m.iter(), r.iter());
+    for t in seek_targets(&fwd.keys, data).iter().take(32) {
+        let t = t.as_ref();
+        for it in [&mut a, &mut b] {
+            it.seek(&t).expect("seek fails on a clean file");
+        }
+        for _ in 0..3 {
+            assert_eq!(
+                a.valid().then(|| a.key()),
+                b.valid().then(|| b.key()),
+                "mapped seek"
+            );
+            a.next().expect("next fails on a clean file");
+            b.next().expect("next fails on a clean file");
+        }
+        for it in [&mut a, &mut b] {
+            it.seek_for_prev(&t)
+                .expect("seek_for_prev fails on a clean file");
+        }
+        for _ in 0..3 {
+            assert_eq!(
+                a.valid().then(|| a.key()),
+                b.valid().then(|| b.key()),
+                "mapped seek_for_prev"
+            );
+            a.prev().expect("prev fails on a clean file");
+            b.prev().expect("prev fails on a clean file");
+        }
+    }
     for (k, v) in fwd.keys.iter().zip(&fwd.values).take(64) {
         let k = KeyRef::parse(k).expect("scan yielded an unparsable key");
         assert!(
