@@ -4,7 +4,7 @@
 //! seek finds its data block with one search over an array instead of a descent through the
 //! index blocks. Nothing of it is on disk: it is built from the index, once per reader.
 //!
-//! Why: a cached point read spent about 4,000 of its 11,000 instructions descending the index
+//! Why: a cached point read spent about 3,900 of its 11,900 instructions descending the index
 //! (the root's and a leaf's block cursors, their restart searches, decoding the index values)
 //! and touched each index block's header, fences and entries on the way (callgrind, 200k
 //! keys; the index-only half of a seek took about 40% of its time on 2M cached keys).

@@ -3,6 +3,10 @@
 //! The iterator keeps one [`BlockIter`] per index level (root first) and one over the current
 //! data block. Moving past the end of a block steps the deepest index level that can still
 //! move and descends again, so forward and backward scans cost one block read per block.
+//!
+//! A seek through the reader's block map (`blockmap.rs`) keeps no index levels: it holds
+//! the data block's number in the map, and moving past the block's ends loads the
+//! neighbouring block of the map instead.
 
 use crate::block::{BlockHandle, BlockIter, BlockType, CellEntry};
 use crate::blockmap::MapPos;
