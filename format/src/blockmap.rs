@@ -95,6 +95,12 @@ impl BlockMap {
         self.handles.get(i).copied()
     }
 
+    /// Bytes the map of a file of `data_blocks` blocks holds, its prefix allowed 64 bytes.
+    pub(crate) fn estimate(data_blocks: u64) -> u64 {
+        let per_block = (size_of::<u128>() + size_of::<BlockHandle>()) as u64;
+        data_blocks.saturating_mul(per_block).saturating_add(64)
+    }
+
     /// Bytes the map holds.
     pub(crate) fn memory(&self) -> usize {
         self.prefix.len()

@@ -362,10 +362,25 @@ impl<R: ReadAt> HFileReader<R> {
         self.pins
             .map
             .get_or_init(|| {
-                let map = BlockMap::build(self)?;
-                let bytes = cache.pin_bytes(u64::try_from(map.memory()).ok()?)?;
-                self.pins.charged.fetch_add(bytes, Ordering::Relaxed);
-                Some(map)
+                // Asked before the walk, from the file info's count of data blocks: a cache
+                // that declines (its meta share is spent) costs no read of the whole index.
+                let estimate = BlockMap::estimate(self.info.data_blocks);
+                let mut charged = cache.pin_bytes(estimate)?;
+                let map = BlockMap::build(self).and_then(|map| {
+                    // The file info is only a claim: a map larger than it said asks for the
+                    // rest.
+                    let more = u64::try_from(map.memory()).ok()?.saturating_sub(estimate);
+                    if more > 0 {
+                        charged = charged.saturating_add(cache.pin_bytes(more)?);
+                    }
+                    Some(map)
+                });
+                if map.is_none() {
+                    cache.unpin(charged);
+                    return None;
+                }
+                self.pins.charged.fetch_add(charged, Ordering::Relaxed);
+                map
             })
             .as_ref()
     }
