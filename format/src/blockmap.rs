@@ -27,8 +27,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::block::{Block, BlockHandle, BlockIter, BlockType};
-use crate::cell::compare_bytes;
-use crate::cell::KeyRef;
+use crate::cell::{compare_bytes, KeyRef};
 use crate::fence::shared_prefix_len;
 use crate::index::IndexValue;
 use crate::reader::{HFileReader, ReadAt};
@@ -49,7 +48,7 @@ pub(crate) struct BlockMap {
 pub(crate) enum MapPos {
     /// The first data block whose separator is `>=` the target.
     Block(usize),
-    /// Past every separator: no block holds a key `>=` the target.
+    /// The file has no data block.
     PastEnd,
     /// The words cannot tell: descend the index.
     Undecided,
