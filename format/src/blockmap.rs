@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use crate::block::{Block, BlockHandle, BlockIter, BlockType};
 use crate::cell::{compare_bytes, KeyRef};
-use crate::fence::shared_prefix_len;
+use crate::fence::Rows;
 use crate::index::IndexValue;
 use crate::reader::{HFileReader, ReadAt};
 
@@ -112,31 +112,19 @@ impl BlockMap {
     pub(crate) fn build<R: ReadAt>(reader: &HFileReader<R>) -> Option<BlockMap> {
         let mut walk = Walk {
             reader,
-            rows: Vec::new(),
-            ends: Vec::new(),
+            rows: Rows::default(),
             handles: Vec::new(),
             last_offset: Vec::new(),
         };
         let root = reader.trailer().root_index;
         walk.block(reader.root().clone(), root, 0)?;
-        let Walk {
-            rows,
-            ends,
-            handles,
-            ..
-        } = walk;
-        let row = |i: usize| {
-            let start = i
-                .checked_sub(1)
-                .map_or(0, |p| ends.get(p).copied().unwrap_or(0));
-            rows.get(start..ends.get(i).copied().unwrap_or(0))
-                .unwrap_or_default()
-        };
+        let Walk { rows, handles, .. } = walk;
         // Every block's separator but the last's (see `locate`).
         let fenced = handles.len().saturating_sub(1);
-        let shared = shared_prefix_len(row(0), (1..fenced).map(row));
-        let prefix = row(0).get(..shared)?.to_vec();
-        let words: Vec<u128> = (0..fenced).map(|i| word_after(row(i), shared)).collect();
+        let prefix = rows.shared_prefix(fenced)?;
+        let words: Vec<u128> = (0..fenced)
+            .map(|i| word_after(rows.get(i), prefix.len()))
+            .collect();
         if words.windows(2).any(|w| w.first() > w.get(1)) {
             return None;
         }
@@ -151,9 +139,8 @@ impl BlockMap {
 /// The index walk of [`BlockMap::build`].
 struct Walk<'r, R: ReadAt> {
     reader: &'r HFileReader<R>,
-    /// The data blocks' separator rows side by side, and where each ends.
-    rows: Vec<u8>,
-    ends: Vec<usize>,
+    /// The data blocks' separator rows.
+    rows: Rows,
     handles: Vec<BlockHandle>,
     /// The offset of the last child met on each level below the root (SPEC.md §5's rule).
     last_offset: Vec<Option<u64>>,
@@ -186,8 +173,7 @@ impl<R: ReadAt> Walk<'_, R> {
             *last = Some(child.offset);
             if child_ty == BlockType::Data {
                 let sep = KeyRef::parse(it.key()).ok()?;
-                self.rows.extend_from_slice(sep.row);
-                self.ends.push(self.rows.len());
+                self.rows.push(sep.row);
                 self.handles.push(child);
             } else {
                 let b = self.reader.read_keyed(child, child_ty).ok()?;

@@ -34,6 +34,47 @@ pub(crate) fn shared_prefix_len<'a>(first: &[u8], others: impl Iterator<Item = &
     })
 }
 
+/// Byte strings side by side in one buffer, as fences are built from: a handful of
+/// allocations however many strings.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Rows {
+    /// Room for `n` strings' ends.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Rows {
+            bytes: Vec::new(),
+            ends: Vec::with_capacity(n),
+        }
+    }
+
+    pub(crate) fn push(&mut self, s: &[u8]) {
+        self.bytes.extend_from_slice(s);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// String `i` (empty past the last).
+    pub(crate) fn get(&self, i: usize) -> &[u8] {
+        let start = i
+            .checked_sub(1)
+            .map_or(0, |p| self.ends.get(p).copied().unwrap_or(0));
+        self.bytes
+            .get(start..self.ends.get(i).copied().unwrap_or(0))
+            .unwrap_or_default()
+    }
+
+    /// The longest prefix the first `n` strings share, copied out (`None` when there are
+    /// no strings).
+    pub(crate) fn shared_prefix(&self, n: usize) -> Option<Vec<u8>> {
+        let first = self.get(0);
+        let shared = shared_prefix_len(first, (1..n).map(|i| self.get(i)));
+        first.get(..shared).map(<[u8]>::to_vec)
+    }
+}
+
 /// Where a target stands against fences with `prefix`.
 pub(crate) enum FencePos {
     /// Before every fenced string (it sorts before the shared prefix).

@@ -171,30 +171,26 @@ fuzz_target!(|data: &[u8]| {
     let (mut a, mut b) = (m.iter(), r.iter());
     for t in seek_targets(&fwd.keys, data).iter().take(32) {
         let t = t.as_ref();
-        for it in [&mut a, &mut b] {
-            it.seek(&t).expect("seek fails on a clean file");
-        }
-        for _ in 0..3 {
-            assert_eq!(
-                a.valid().then(|| a.key()),
-                b.valid().then(|| b.key()),
-                "mapped seek"
-            );
-            a.next().expect("next fails on a clean file");
-            b.next().expect("next fails on a clean file");
-        }
-        for it in [&mut a, &mut b] {
-            it.seek_for_prev(&t)
-                .expect("seek_for_prev fails on a clean file");
-        }
-        for _ in 0..3 {
-            assert_eq!(
-                a.valid().then(|| a.key()),
-                b.valid().then(|| b.key()),
-                "mapped seek_for_prev"
-            );
-            a.prev().expect("prev fails on a clean file");
-            b.prev().expect("prev fails on a clean file");
+        for forward in [true, false] {
+            for it in [&mut a, &mut b] {
+                let sought = if forward {
+                    it.seek(&t)
+                } else {
+                    it.seek_for_prev(&t)
+                };
+                sought.expect("seek fails on a clean file");
+            }
+            for _ in 0..3 {
+                assert_eq!(
+                    a.valid().then(|| a.key()),
+                    b.valid().then(|| b.key()),
+                    "mapped seek, forward {forward}"
+                );
+                for it in [&mut a, &mut b] {
+                    let stepped = if forward { it.next() } else { it.prev() };
+                    stepped.expect("step fails on a clean file");
+                }
+            }
         }
     }
     for (k, v) in fwd.keys.iter().zip(&fwd.values).take(64) {

@@ -13,7 +13,7 @@ use crate::bufpool;
 use crate::cell::{compare_bytes, KeyRef};
 use crate::coding::Cursor;
 use crate::error::{malformed, Malformed};
-use crate::fence::{locate, shared_prefix_len, word_after, FencePos};
+use crate::fence::{locate, word_after, FencePos, Rows};
 
 /// A decoded raw block payload whose restart array has been checked.
 #[derive(Debug)]
@@ -213,27 +213,16 @@ impl Block {
         }
         // The rows side by side in one buffer: a block decode allocates the same few times
         // whatever its number of restart points.
-        let mut rows = Vec::new();
-        let mut ends = Vec::with_capacity(self.num_restarts);
+        let mut rows = Rows::with_capacity(self.num_restarts);
         let mut coords = Vec::new();
         for i in 0..self.num_restarts {
             self.push_restart_row(i, &mut rows, &mut coords)?;
-            ends.push(rows.len());
         }
-        let row = |i: usize| {
-            let start = i
-                .checked_sub(1)
-                .map_or(0, |p| ends.get(p).copied().unwrap_or(0));
-            rows.get(start..ends.get(i).copied().unwrap_or(0))
-                .unwrap_or_default()
-        };
-        let first = row(0);
-        let shared = shared_prefix_len(first, (1..self.num_restarts).map(row));
-        let prefix = first.get(..shared)?.to_vec();
+        let prefix = rows.shared_prefix(self.num_restarts)?;
         let fences = (0..self.num_restarts)
             .map(|i| {
                 Some(Fence {
-                    word: word_after(row(i), shared),
+                    word: word_after(rows.get(i), prefix.len()),
                     offset: u32::try_from(self.restart(i).ok()?).ok()?,
                 })
             })
@@ -244,7 +233,7 @@ impl Block {
     /// Append the row of restart point `i`'s key to `rows`: read in place where a restart
     /// entry stands alone (its key or coordinates lie whole in the block), decoded against
     /// the anchor into `coords` for ANCHORED_DIFF; `None` when it has no well-formed row.
-    fn push_restart_row(&self, i: usize, rows: &mut Vec<u8>, coords: &mut Vec<u8>) -> Option<()> {
+    fn push_restart_row(&self, i: usize, rows: &mut Rows, coords: &mut Vec<u8>) -> Option<()> {
         let row = match self.encoding {
             DataBlockEncoding::Diff => self.restart_row(i).ok().flatten()?,
             DataBlockEncoding::AnchoredDiff => {
@@ -266,7 +255,7 @@ impl Block {
                 crate::cell::row_if_well_formed(c.take(unshared, "entry key").ok()?)?
             }
         };
-        rows.extend_from_slice(row);
+        rows.push(row);
         Some(())
     }
 
