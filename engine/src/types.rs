@@ -98,4 +98,21 @@ pub trait CellIter {
             tags: self.tags(),
         })
     }
+    /// Hand `f` the current cell and each one after it, moving on with `next` after every
+    /// cell it returns true for; returns when `f` returns false (positioned on that cell) or
+    /// the cursor is exhausted. The cells and positions of `current` and `next` in a loop:
+    /// cursors over files override it to loop inside a data block, where a scan's cell
+    /// otherwise walked every layer twice (`next`, then `current`).
+    fn run_forward(
+        &mut self,
+        f: &mut dyn FnMut(cellar_format::CellEntry<'_>) -> bool,
+    ) -> crate::Result<()> {
+        while let Some(e) = self.current() {
+            if !f(e) {
+                return Ok(());
+            }
+            self.next()?;
+        }
+        Ok(())
+    }
 }

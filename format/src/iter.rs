@@ -461,6 +461,32 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         Ok(())
     }
 
+    /// Hand `f` the current cell and each one after it, stepping forward after every cell it
+    /// returns true for, across blocks. Returns when `f` returns false (positioned on that
+    /// cell) or the file ends (not valid); nothing when not valid to begin with. The same
+    /// cells and positions as `current` and `next` in a loop, for a scan's inner loop.
+    pub fn run_forward(&mut self, f: &mut dyn FnMut(CellEntry<'_>) -> bool) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        loop {
+            let Some(d) = self.data.as_mut() else {
+                return Ok(());
+            };
+            if let Err(m) = d.iter.run(f) {
+                let (handle, ty) = (d.handle, d.ty);
+                return Err(self.fail_at(handle, ty, m));
+            }
+            if d.iter.valid() {
+                return Ok(());
+            }
+            self.next_block()?;
+            if !self.valid() {
+                return Ok(());
+            }
+        }
+    }
+
     /// Advance to the next cell.
     pub fn next(&mut self) -> Result<()> {
         self.step(true)

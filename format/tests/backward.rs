@@ -201,3 +201,80 @@ fn a_staged_seek_lands_where_a_seek_does() {
         }
     }
 }
+
+/// `HFileIter::run_forward` (a scan's loop inside each data block) hands over exactly the
+/// cells of `current` and `next` in a loop, in all three data block encodings and across
+/// blocks, and stops where its callback says: the cursor is then on the refused cell, and a
+/// later run picks up there. Also from the middle (after a seek) and after a backward walk.
+#[test]
+fn run_forward_hands_over_what_next_walks() {
+    use cellar_format::block::DataBlockEncoding;
+    let mut rng = StdRng::seed_from_u64(5);
+    for encoding in [
+        DataBlockEncoding::Prefix,
+        DataBlockEncoding::Diff,
+        DataBlockEncoding::AnchoredDiff,
+    ] {
+        for (n, block, interval) in [(0, 256, 4), (1, 64, 1), (500, 200, 3), (2000, 1024, 16)] {
+            let cells = random_cells(&mut rng, n);
+            let mut o = WriterOptions::new("cf");
+            o.block_size = block;
+            o.index_block_size = 256;
+            o.restart_interval = interval;
+            o.data_block_encoding = encoding;
+            let mut w = HFileWriter::new(Vec::new(), "r", o).unwrap();
+            for (k, v) in &cells {
+                w.append(&KeyRef::parse(k).unwrap(), v).unwrap();
+            }
+            let r = HFileReader::open(w.finish().unwrap().0, "r").unwrap();
+            let mut it = r.iter();
+            let what = format!("{encoding:?}, {n} cells, blocks of {block}, interval {interval}");
+            for round in 0..6 {
+                // Start: the first cell, a random one by seek, or one reached walking back.
+                let mut pos = match round {
+                    0 => {
+                        it.seek_to_first().unwrap();
+                        0
+                    }
+                    _ if cells.is_empty() => break,
+                    1..=3 => {
+                        let i = rng.random_range(0..cells.len());
+                        it.seek(&KeyRef::parse(&cells[i].0).unwrap()).unwrap();
+                        i
+                    }
+                    _ => {
+                        it.seek_to_last().unwrap();
+                        let back = rng.random_range(0..cells.len().min(300));
+                        for _ in 0..back {
+                            it.prev().unwrap();
+                        }
+                        cells.len() - 1 - back
+                    }
+                };
+                // Runs that each take a random number of cells, then refuse one.
+                while pos < cells.len() {
+                    let take = rng.random_range(0..400usize);
+                    let mut got = Vec::new();
+                    it.run_forward(&mut |e| {
+                        if got.len() == take {
+                            return false;
+                        }
+                        got.push((e.key.to_vec(), e.value.to_vec()));
+                        true
+                    })
+                    .unwrap();
+                    let end = (pos + take).min(cells.len());
+                    assert_eq!(got.as_slice(), &cells[pos..end], "{what}, from {pos}");
+                    pos = end;
+                    assert_eq!(it.valid(), pos < cells.len(), "{what}, at {pos}");
+                    if pos < cells.len() {
+                        assert_eq!(it.key(), cells[pos].0.as_slice(), "{what}, at {pos}");
+                    }
+                }
+                // Exhausted: a run hands over nothing.
+                it.run_forward(&mut |_| panic!("a cell past the end ({what})"))
+                    .unwrap();
+            }
+        }
+    }
+}

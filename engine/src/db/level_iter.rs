@@ -282,4 +282,21 @@ impl CellIter for LevelIter<'_> {
     fn current(&self) -> Option<cellar_format::CellEntry<'_>> {
         self.cur.as_ref().and_then(|c| c.current())
     }
+
+    fn run_forward(
+        &mut self,
+        f: &mut dyn FnMut(cellar_format::CellEntry<'_>) -> bool,
+    ) -> Result<()> {
+        loop {
+            let Some(c) = self.cur.as_mut().filter(|c| c.valid()) else {
+                return Ok(());
+            };
+            c.run_forward(f)?;
+            if c.valid() {
+                return Ok(());
+            }
+            // The file is done: on to the next one that has a cell, as `next` does.
+            self.settle(self.at.checked_add(1), true, |c| c.seek_to_first())?;
+        }
+    }
 }

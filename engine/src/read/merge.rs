@@ -307,6 +307,32 @@ impl CellIter for MergeIter<'_> {
             .and_then(|&s| self.sources.get(s))
             .and_then(|s| s.current())
     }
+
+    fn run_forward(&mut self, f: &mut dyn FnMut(CellEntry<'_>) -> bool) -> Result<()> {
+        loop {
+            // One source left moving forward (a compacted family with an empty memstore, or
+            // the last source of any scan): its cells are the merge's, handed over whole.
+            if let ([top], true) = (self.heap.as_slice(), self.forward) {
+                let top = *top;
+                let r = match self.sources.get_mut(top) {
+                    Some(s) => s.run_forward(f),
+                    None => Ok(()),
+                };
+                // As `step`: an error leaves the source anywhere, so the merge is not valid.
+                if r.is_err() || !self.sources.get(top).is_some_and(|s| s.valid()) {
+                    self.heap.clear();
+                }
+                return r;
+            }
+            let Some(e) = self.current() else {
+                return Ok(());
+            };
+            if !f(e) {
+                return Ok(());
+            }
+            self.next()?;
+        }
+    }
 }
 
 /// [`compare_keys`], with a shortcut: most comparisons in a merge are between different rows,
@@ -390,6 +416,10 @@ impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
 
     fn current(&self) -> Option<CellEntry<'_>> {
         self.inner.current()
+    }
+
+    fn run_forward(&mut self, f: &mut dyn FnMut(CellEntry<'_>) -> bool) -> Result<()> {
+        Ok(self.inner.run_forward(f)?)
     }
 }
 

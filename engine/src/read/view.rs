@@ -143,7 +143,12 @@ impl<'a> RowView<'a> {
         match self.cells {
             // Straight over the packed cells: building each `CellRef` to test it was most of
             // the lookup (a seekrandom row of one cell spent 150 instructions here).
+            // The lengths are compared before any byte is: most cells of a wide row differ
+            // from the wanted column in length already.
             Cells::Raw(raw, from, to) => raw.cells.get(from..to)?.iter().find_map(|c| {
+                if c.qualifier != q.len() || c.family.len() != family.len() {
+                    return None;
+                }
                 let q_end = c.at + c.qualifier;
                 let cq = raw.bytes.get(c.at..q_end)?;
                 if wanted(c.family, cq, c.cell_type) {

@@ -246,10 +246,13 @@ pub(crate) fn coords_row(coords: &[u8]) -> Option<&[u8]> {
 /// Append a key's 17-byte suffix (timestamp, type, sequence number; §3.1).
 #[inline]
 pub(crate) fn push_suffix(key: &mut Vec<u8>, ts: u64, ty: u8, seq: u64) {
-    key.reserve(KEY_SUFFIX_LEN);
-    key.extend_from_slice(&ts.to_le_bytes());
-    key.push(ty);
-    key.extend_from_slice(&seq.to_le_bytes());
+    // Built whole and appended once: three appends checked the capacity three times (every
+    // entry a scan decodes comes through here).
+    let mut suffix = [0u8; KEY_SUFFIX_LEN];
+    suffix[..8].copy_from_slice(&ts.to_le_bytes());
+    suffix[8] = ty;
+    suffix[9..].copy_from_slice(&seq.to_le_bytes());
+    key.extend_from_slice(&suffix);
 }
 
 /// The suffix fields of a DIFF entry's key, kept as numbers while a seek walks a block.
