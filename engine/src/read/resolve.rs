@@ -430,7 +430,19 @@ impl<'q> RowResolver<'q> {
         !self.nvb || marker_seq > seq
     }
 
+    #[inline]
     fn is_masked(&self, ts: Timestamp, seq: SeqNo) -> bool {
+        // Nearly every put of a scan meets no marker at all: answered inline, without the
+        // searches (callgrind: 28 instructions a put out of line).
+        let none = self.delete_family.entries.is_empty()
+            && self.delete_family_version.entries.is_empty()
+            && self.column.delete_column.is_none()
+            && self.column.delete_version.is_none();
+        !none && self.is_masked_by_markers(ts, seq)
+    }
+
+    #[inline(never)]
+    fn is_masked_by_markers(&self, ts: Timestamp, seq: SeqNo) -> bool {
         let family = self
             .delete_family
             .newest_write_covering(ts)
