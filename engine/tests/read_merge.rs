@@ -231,6 +231,55 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 
+    /// `run_forward` (a streamed scan's loop) hands over the cells `current` and `next` walk,
+    /// from a seek or after a backward walk: runs cut short by the callback pick up on the
+    /// refused cell, runs and single `next`s mix, and the merge's runs of one source stop at
+    /// the others' keys (the heap is ordered again there, copies passed over once).
+    #[test]
+    fn runs_match_model(
+        sources in sources_strategy(),
+        probes in prop::collection::vec(
+            (target_strategy(), any::<bool>(), prop::collection::vec(0usize..6, 1..8)),
+            1..6,
+        ),
+    ) {
+        let model = model(&sources);
+        let mut m = merge(&sources);
+        for (target, backward_first, takes) in probes {
+            let mut want = expect_from(&model, Some(&target), usize::MAX);
+            m.seek(&target.encode()).map_err(fail)?;
+            let before = model.range(..target.clone()).next_back();
+            if let (true, true, Some((k, v))) = (backward_first, m.valid(), before) {
+                // Walk back one cell and forward again: the run starts on a turned merge.
+                m.prev().map_err(fail)?;
+                want.insert(0, (k.encode(), v.clone()));
+            }
+            let mut got = Vec::new();
+            for take in takes {
+                // A run of `take` cells, then (when the last take is odd) one `next`.
+                let mut n = 0;
+                m.run_forward(&mut |e| {
+                    if n == take {
+                        return false;
+                    }
+                    got.push((e.key.to_vec(), e.value.to_vec()));
+                    n += 1;
+                    true
+                }).map_err(fail)?;
+                if take % 2 == 1 && m.valid() {
+                    got.push((m.key().to_vec(), m.value().to_vec()));
+                    m.next().map_err(fail)?;
+                }
+            }
+            m.run_forward(&mut |e| {
+                got.push((e.key.to_vec(), e.value.to_vec()));
+                true
+            }).map_err(fail)?;
+            prop_assert!(!m.valid());
+            prop_assert_eq!(got, want);
+        }
+    }
+
     #[test]
     fn seeks_match_model(
         sources in sources_strategy(),

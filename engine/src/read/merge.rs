@@ -19,8 +19,8 @@
 
 use std::cmp::Ordering;
 
-use cellar_format::cell::{compare_keys, KEY_SUFFIX_LEN};
-use cellar_format::{CellEntry, HFileIter, KeyRef, ReadAt};
+use cellar_format::cell::compare_keys;
+use cellar_format::{bytes_eq, CellEntry, HFileIter, KeyProbe, KeyRef, ReadAt};
 
 use crate::error::{Error, Result};
 use crate::types::CellIter;
@@ -160,7 +160,7 @@ impl<'a> MergeIter<'a> {
         loop {
             let dup = [1, 2]
                 .into_iter()
-                .find(|&c| c < self.heap.len() && self.key_at(c) == self.key_at(0));
+                .find(|&c| c < self.heap.len() && bytes_eq(self.key_at(c), self.key_at(0)));
             let Some(c) = dup else { return Ok(()) };
             let Some(&s) = self.heap.get(c) else {
                 return Ok(());
@@ -309,46 +309,97 @@ impl CellIter for MergeIter<'_> {
     }
 
     fn run_forward(&mut self, f: &mut dyn FnMut(CellEntry<'_>) -> bool) -> Result<()> {
-        loop {
-            // One source left moving forward (a compacted family with an empty memstore, or
-            // the last source of any scan): its cells are the merge's, handed over whole.
-            if let ([top], true) = (self.heap.as_slice(), self.forward) {
-                let top = *top;
-                let r = match self.sources.get_mut(top) {
-                    Some(s) => s.run_forward(f),
-                    None => Ok(()),
-                };
-                // As `step`: an error leaves the source anywhere, so the merge is not valid.
-                if r.is_err() || !self.sources.get(top).is_some_and(|s| s.valid()) {
-                    self.heap.clear();
+        if !self.forward {
+            // Moving backward: the first `next` turns the merge around.
+            while let Some(e) = self.current() {
+                if !f(e) {
+                    return Ok(());
                 }
-                return r;
+                self.next()?;
             }
-            let Some(e) = self.current() else {
+            return Ok(());
+        }
+        loop {
+            let Some(&top) = self.heap.first() else {
                 return Ok(());
             };
-            if !f(e) {
+            // The top source's cells below the smallest key of the others (the heap's
+            // runner-up) are the merge's next cells, in order, with no copy elsewhere to skip:
+            // the top hands them over itself, and the heap is ordered again only when it
+            // reaches that key or ends. With one source left (a compacted family with an empty
+            // memstore), that is all of its cells.
+            let runner_up = match (self.heap.get(1), self.heap.get(2)) {
+                (Some(&a), Some(&b)) if self.cmp(b, a) == Ordering::Less => Some(b),
+                (Some(&a), _) => Some(a),
+                _ => None,
+            };
+            let mut stopped = false;
+            let run = match source_and_bound(&mut self.sources, top, runner_up) {
+                // `f` itself, not wrapped: a source left valid is one `f` stopped.
+                Some((src, None)) => {
+                    let r = src.run_forward(f);
+                    stopped = src.valid();
+                    r
+                }
+                Some((src, Some(bound))) => {
+                    // Its row located once for the run, not at every cell.
+                    let bound = KeyProbe::new(bound.key());
+                    src.run_forward(&mut |e| {
+                        if bound.order_of(e.key) != Ordering::Less {
+                            return false;
+                        }
+                        stopped = !f(e);
+                        !stopped
+                    })
+                }
+                None => Ok(()),
+            };
+            if run.is_err() {
+                // As `advance_source`: a source in an unknown position would make the merge lie.
+                self.heap.clear();
+                return run;
+            }
+            if stopped {
+                // On the cell `f` refused, still below every other source: the heap holds.
                 return Ok(());
             }
-            self.next()?;
+            // As `step` after moving the top: order the heap again and pass over the copies of
+            // the new top's key.
+            self.reposition(0);
+            self.skip_duplicates_of_top()?;
         }
     }
 }
 
-/// [`compare_keys`], with a shortcut: most comparisons in a merge are between different rows,
-/// and those are decided by the rows alone without parsing the rest of the keys.
+/// Source `top`, and source `other` (when given) to read beside it.
+fn source_and_bound<'s, 'a>(
+    sources: &'s mut [Box<dyn CellIter + 'a>],
+    top: usize,
+    other: Option<usize>,
+) -> Option<(
+    &'s mut Box<dyn CellIter + 'a>,
+    Option<&'s Box<dyn CellIter + 'a>>,
+)> {
+    let Some(o) = other else {
+        return sources.get_mut(top).map(|s| (s, None));
+    };
+    if top < o {
+        let (low, high) = sources.split_at_mut(o);
+        Some((low.get_mut(top)?, Some(high.first()?)))
+    } else if o < top {
+        let (low, high) = sources.split_at_mut(top);
+        Some((high.first_mut()?, Some(low.get(o)?)))
+    } else {
+        None
+    }
+}
+
+/// The merge's order of two keys: [`compare_keys`], which decides on the rows alone when they
+/// differ (most comparisons in a merge are between different rows) with a word-wise compare
+/// instead of a `memcmp` call.
+#[inline]
 fn compare_cells(a: &[u8], b: &[u8]) -> Ordering {
-    /// The row of a key that parses (the same checks as `KeyRef::parse`, so the shortcut
-    /// never disagrees with the full order, malformed keys included).
-    fn row(k: &[u8]) -> Option<&[u8]> {
-        let len = u16::from_le_bytes([*k.first()?, *k.get(1)?]) as usize;
-        let fam_len = *k.get(2 + len)? as usize;
-        (2 + len + 1 + fam_len + KEY_SUFFIX_LEN <= k.len()).then(|| k.get(2..2 + len))?
-    }
-    match (row(a), row(b)) {
-        (Some(x), Some(y)) if x != y => x.cmp(y),
-        _ => compare_keys(a, b),
-    }
+    compare_keys(a, b)
 }
 
 /// [`CellIter`] over one HFile.
