@@ -371,15 +371,18 @@ impl CellIter for MergeIter<'_> {
     }
 }
 
+/// A source to move, and one to read beside it.
+type SourcePair<'s, 'a> = (
+    &'s mut Box<dyn CellIter + 'a>,
+    Option<&'s Box<dyn CellIter + 'a>>,
+);
+
 /// Source `top`, and source `other` (when given) to read beside it.
 fn source_and_bound<'s, 'a>(
     sources: &'s mut [Box<dyn CellIter + 'a>],
     top: usize,
     other: Option<usize>,
-) -> Option<(
-    &'s mut Box<dyn CellIter + 'a>,
-    Option<&'s Box<dyn CellIter + 'a>>,
-)> {
+) -> Option<SourcePair<'s, 'a>> {
     let Some(o) = other else {
         return sources.get_mut(top).map(|s| (s, None));
     };
