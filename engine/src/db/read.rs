@@ -1109,8 +1109,9 @@ impl ScanIter {
         // Why the cells are handed over by `run_forward` rather than read with `current` and
         // `next`: each of those walks every layer of cursors (merge, level, file, block) once
         // a cell, where `run_forward` loops inside a data block (callgrind: 4.6% fewer
-        // instructions for a cached scan). The loop stops only to seek past a finished column,
-        // at the scan's end or on an error.
+        // instructions for a cached scan; with the restart entries' direct decode, 12.1M ->
+        // 14.3M rows a second). The loop stops only to seek past a finished column, at the
+        // scan's end or on an error.
         loop {
             let mut halt = None;
             merge.run_forward(&mut |cur| {

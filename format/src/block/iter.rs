@@ -799,8 +799,8 @@ impl BlockIter {
         // encoded against, the restart array read through `Result`s): 5.5% fewer instructions
         // for a cached scan (callgrind) inside restart intervals. The comparison's files put a
         // restart point every 4 entries, so the restart entries (encoded against the anchor)
-        // take this path too: a quarter of a scan's entries, each twice the cost of the others
-        // through `parse_at`.
+        // take this path too: a quarter of a scan's entries, which cost twice the others
+        // through `parse_at` (2.4% of a cached scan's instructions saved, callgrind).
         if let Some(anchor) = self.block.anchor.as_ref() {
             if offset < self.block.restarts_offset && offset <= self.next_restart_at {
                 let region = self
