@@ -262,7 +262,10 @@ impl<'f> CellSink<'f> for RawCells<'f> {
         })?;
         let at = self.bytes.len();
         self.bytes.reserve(key.qualifier.len() + value.len());
-        self.bytes.extend_from_slice(key.qualifier);
+        // As `ColumnState::start`: no `memcpy` call for an empty qualifier.
+        if !key.qualifier.is_empty() {
+            self.bytes.extend_from_slice(key.qualifier);
+        }
         self.bytes.extend_from_slice(value);
         self.cells.push(RawCell {
             family,
