@@ -1,5 +1,6 @@
-//! Arbitrary bytes as a whole file: open (checksums off and on), scan forward and backward,
-//! seek, `get_column`, `may_contain_row`, and `verify`. Nothing may panic. Each file is also
+//! Arbitrary bytes as a whole file: open (checksums off and on), scan forward (with `next`
+//! and with `run_forward`, which must agree) and backward, seek, `get_column`,
+//! `may_contain_row`, and `verify`. Nothing may panic. Each file is also
 //! read through a cache that grants the reader its block map (built on the second seek from
 //! the whole index), and on a clean file every seek through the map lands where the index
 //! descent lands.
@@ -44,6 +45,32 @@ fn forward(r: &HFileReader<&[u8]>) -> Scan {
         s.keys.push(it.key().to_vec());
         s.values.push(it.value().to_vec());
         s.clean = it.next().is_ok();
+    }
+    s.complete = s.clean && !it.valid();
+    s
+}
+
+/// The forward scan through `run_forward` (a scan's loop inside each data block), in runs of
+/// a few cells resumed on the refused one: the same cells as `forward`, and as clean.
+fn runs(r: &HFileReader<&[u8]>) -> Scan {
+    let mut s = Scan::default();
+    let mut it = r.iter();
+    s.clean = it.seek_to_first().is_ok();
+    let mut run = 0usize;
+    while s.clean && it.valid() && s.keys.len() < CELL_BUDGET {
+        run = run % 7 + 1;
+        let mut taken = 0;
+        s.clean = it
+            .run_forward(&mut |e| {
+                if taken == run || s.keys.len() == CELL_BUDGET {
+                    return false;
+                }
+                s.keys.push(e.key.to_vec());
+                s.values.push(e.value.to_vec());
+                taken += 1;
+                true
+            })
+            .is_ok();
     }
     s.complete = s.clean && !it.valid();
     s
@@ -96,6 +123,20 @@ fn exercise(r: &HFileReader<&[u8]>, raw: &[u8], sound: bool) -> (Scan, Scan) {
     let _ = (r.name(), r.file_len(), r.trailer(), r.version(), r.info());
     let _ = (r.bloom_meta(), r.root().num_restarts(), r.data_end());
     let fwd = forward(r);
+    let ran = runs(r);
+    // Both stop at the first error or at the budget, so they read the same cells.
+    assert_eq!(
+        ran.keys, fwd.keys,
+        "run_forward hands over other cells than next"
+    );
+    assert_eq!(
+        ran.values, fwd.values,
+        "run_forward hands over other values than next"
+    );
+    assert_eq!(
+        ran.clean, fwd.clean,
+        "run_forward fails where next does not, or not"
+    );
     let back = backward(r);
     let targets = seek_targets(&fwd.keys, raw);
     let mut it = r.iter();
