@@ -98,21 +98,31 @@ pub trait CellIter {
             tags: self.tags(),
         })
     }
+
     /// Hand `f` the current cell and each one after it, moving on with `next` after every
     /// cell it returns true for; returns when `f` returns false (positioned on that cell) or
-    /// the cursor is exhausted. The cells and positions of `current` and `next` in a loop:
-    /// cursors over files override it to loop inside a data block, where a scan's cell
-    /// otherwise walked every layer twice (`next`, then `current`).
+    /// the cursor is exhausted. The cells and positions of `current` and `next` in a loop
+    /// ([`run_by_steps`]): cursors over files override it to loop inside a data block, where
+    /// a scan's cell otherwise walked every layer twice (`next`, then `current`).
     fn run_forward(
         &mut self,
         f: &mut dyn FnMut(cellar_format::CellEntry<'_>) -> bool,
     ) -> crate::Result<()> {
-        while let Some(e) = self.current() {
-            if !f(e) {
-                return Ok(());
-            }
-            self.next()?;
-        }
-        Ok(())
+        run_by_steps(self, f)
     }
+}
+
+/// [`CellIter::run_forward`] as `current` and `next` in a loop: the default, and what an
+/// override falls back on where it has no faster way.
+pub fn run_by_steps<I: CellIter + ?Sized>(
+    it: &mut I,
+    f: &mut dyn FnMut(cellar_format::CellEntry<'_>) -> bool,
+) -> crate::Result<()> {
+    while let Some(e) = it.current() {
+        if !f(e) {
+            return Ok(());
+        }
+        it.next()?;
+    }
+    Ok(())
 }
