@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use cellar_format::block::{Block, BlockBuilder, BlockIter};
+use cellar_format::block::{Block, BlockBuilder, BlockIter, DataBlockEncoding};
 use cellar_format::{CellKey, CellType, HFileReader, HFileWriter, KeyRef, WriterOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -89,10 +89,25 @@ fn block_mixed_walks_follow_the_model() {
 }
 
 fn write_file(cells: &[(Vec<u8>, Vec<u8>)], block: usize, interval: usize) -> Vec<u8> {
+    write_file_as(
+        cells,
+        block,
+        interval,
+        WriterOptions::new("cf").data_block_encoding,
+    )
+}
+
+fn write_file_as(
+    cells: &[(Vec<u8>, Vec<u8>)],
+    block: usize,
+    interval: usize,
+    encoding: DataBlockEncoding,
+) -> Vec<u8> {
     let mut o = WriterOptions::new("cf");
     o.block_size = block;
     o.index_block_size = 256;
     o.restart_interval = interval;
+    o.data_block_encoding = encoding;
     let mut w = HFileWriter::new(Vec::new(), "b", o).unwrap();
     for (k, v) in cells {
         w.append(&KeyRef::parse(k).unwrap(), v).unwrap();
@@ -208,7 +223,6 @@ fn a_staged_seek_lands_where_a_seek_does() {
 /// later run picks up there. Also from the middle (after a seek) and after a backward walk.
 #[test]
 fn run_forward_hands_over_what_next_walks() {
-    use cellar_format::block::DataBlockEncoding;
     let mut rng = StdRng::seed_from_u64(5);
     for encoding in [
         DataBlockEncoding::Prefix,
@@ -217,16 +231,8 @@ fn run_forward_hands_over_what_next_walks() {
     ] {
         for (n, block, interval) in [(0, 256, 4), (1, 64, 1), (500, 200, 3), (2000, 1024, 16)] {
             let cells = random_cells(&mut rng, n);
-            let mut o = WriterOptions::new("cf");
-            o.block_size = block;
-            o.index_block_size = 256;
-            o.restart_interval = interval;
-            o.data_block_encoding = encoding;
-            let mut w = HFileWriter::new(Vec::new(), "r", o).unwrap();
-            for (k, v) in &cells {
-                w.append(&KeyRef::parse(k).unwrap(), v).unwrap();
-            }
-            let r = HFileReader::open(w.finish().unwrap().0, "r").unwrap();
+            let bytes = write_file_as(&cells, block, interval, encoding);
+            let r = HFileReader::open(bytes, "r").unwrap();
             let mut it = r.iter();
             let what = format!("{encoding:?}, {n} cells, blocks of {block}, interval {interval}");
             for round in 0..6 {
