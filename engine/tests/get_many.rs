@@ -1,10 +1,14 @@
 //! `Table::get_many` and `Table::get_many_view`: each Get of a batch returns what `Table::get`
 //! returns for it, in the order asked (the view in row order, with each Get's index), every
 //! Get of a batch reads at one read point, and a bad Get fails the batch before any row is
-//! read.
+//! read, and a batch that reaches a damaged block fails with a corruption error.
+
+mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use common::{flip_byte, hfiles};
 
 use cellar::{
     Db, Error, FamilyDescriptor, Filter, Get, Options, Put, Row, Table, TableDescriptor,
@@ -223,5 +227,84 @@ fn a_batch_reads_one_snapshot_while_writes_run() {
     assert!(
         torn_singles > 0,
         "two single Gets never saw different points: the test cannot tell"
+    );
+}
+
+/// A batch's rows staged ahead are read through the same checked paths as single Gets: a
+/// batch that reaches a damaged data block fails with a corruption error (whether the stage
+/// or the Get's own seek meets it), the other batches return what single Gets return, and
+/// a later batch over the damaged block fails again instead of reading what a failed stage
+/// left behind.
+#[test]
+fn a_batch_over_a_damaged_block_fails_and_the_others_read_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = |i: usize| format!("{i:06}-{}", "v".repeat(90));
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.create_table(
+            TableDescriptor::new("t").family(FamilyDescriptor::new("a").block_size(1024)),
+        )
+        .unwrap();
+        let t = db.table("t").unwrap();
+        for i in 0..500 {
+            t.put(Put::new(format!("r{i:04}")).add_at("a", "q", 1, value(i)))
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let files = hfiles(dir.path());
+    assert_eq!(files.len(), 1);
+    let len = std::fs::metadata(&files[0]).unwrap().len();
+    // Data blocks come first and are most of the file.
+    flip_byte(&files[0], len / 3);
+    let db = match Db::open(dir.path(), Options::default()) {
+        Ok(db) => db,
+        Err(e) => panic!("open checks no data block: {e:?}"),
+    };
+    let t = db.table("t").unwrap();
+    let batch = |b: usize| -> Vec<Get> {
+        // Ten rows of one stretch, asked for backward and with a missing row among them.
+        let mut gets: Vec<Get> = (b * 10..b * 10 + 10)
+            .rev()
+            .map(|i| Get::new(format!("r{i:04}")))
+            .collect();
+        gets.push(Get::new(format!("r{:04}x", b * 10)));
+        gets
+    };
+    let mut failed = Vec::new();
+    for round in 0..2 {
+        for b in 0..50 {
+            match t.get_many(&batch(b)) {
+                Ok(rows) => {
+                    assert!(
+                        !failed.contains(&b) || round == 0,
+                        "batch {b} read after failing"
+                    );
+                    for (k, row) in rows.iter().enumerate() {
+                        let want = (k < 10).then(|| value(b * 10 + 9 - k));
+                        let got = row.as_ref().map(|r| {
+                            String::from_utf8(r.value("a", "q").unwrap().to_vec()).unwrap()
+                        });
+                        assert_eq!(got, want, "batch {b}, get {k}");
+                    }
+                }
+                Err(e) => {
+                    assert!(
+                        matches!(e, Error::Format(_) | Error::Corruption { .. }),
+                        "{e:?}"
+                    );
+                    if round == 0 {
+                        failed.push(b);
+                    } else {
+                        assert!(failed.contains(&b), "batch {b} failed only the second time");
+                    }
+                }
+            }
+        }
+    }
+    assert!(!failed.is_empty(), "no batch reached the damaged block");
+    assert!(
+        failed.len() <= 2,
+        "batches {failed:?} failed: more than one 1 KiB block"
     );
 }

@@ -423,11 +423,12 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// The second half of a staged seek: position on the first cell whose key is `>= target`
     /// (the target given to [`HFileIter::stage`]), as [`HFileIter::seek`] does.
     pub fn seek_staged(&mut self, target: &KeyRef<'_>) -> Result<()> {
-        if let Some(mut d) = self.data.take() {
+        // Positioned in place: taking the level out and back was two copies of its cursor.
+        if let Some(d) = self.data.as_mut() {
             if let Err(m) = Self::position(&mut d.iter, Descend::Seek(target)) {
-                return Err(self.fail(&d, m));
+                let (handle, ty) = (d.handle, d.ty);
+                return Err(self.fail_at(handle, ty, m));
             }
-            self.data = Some(d);
         }
         if !self.valid() {
             self.next_block()?;

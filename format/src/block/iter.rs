@@ -296,7 +296,12 @@ impl Block {
             FencePos::After => f.fences.len().saturating_sub(1),
             // The last restart point whose word is below the target's: the seek's answer
             // unless words tie (then it lies at or after this one).
-            FencePos::Word(t) => f.fences.iter().skip(1).take_while(|e| e.word < t).count(),
+            // The words are in order (the restart rows are): a binary search, ~35 instructions
+            // fewer than counting from the first on the comparison's blocks (callgrind).
+            FencePos::Word(t) => f
+                .fences
+                .get(1..)
+                .map_or(0, |rest| rest.partition_point(|e| e.word < t)),
         };
         if let Some(e) = f.fences.get(i) {
             self.prefetch_data(e.offset as usize, self.data.len(), bytes);
