@@ -330,6 +330,9 @@ impl CellIter for MergeIter<'_> {
                 _ => None,
             };
             let mut stopped = false;
+            // Set when the run ended on a key past the bound (not on it, nor at the source's
+            // end): the top is then after the runner-up.
+            let mut passed_bound = false;
             let run = match source_and_bound(&mut self.sources, top, runner_up) {
                 // `f` itself, not wrapped: a source left valid is one `f` stopped.
                 Some((src, None)) => {
@@ -341,8 +344,13 @@ impl CellIter for MergeIter<'_> {
                     // Its row located once for the run, not at every cell.
                     let bound = KeyProbe::new(bound.key());
                     src.run_forward(&mut |e| {
-                        if bound.order_of(e.key) != Ordering::Less {
-                            return false;
+                        match bound.order_of(e.key) {
+                            Ordering::Less => {}
+                            Ordering::Equal => return false,
+                            Ordering::Greater => {
+                                passed_bound = true;
+                                return false;
+                            }
                         }
                         stopped = !f(e);
                         !stopped
@@ -358,6 +366,14 @@ impl CellIter for MergeIter<'_> {
             if stopped {
                 // On the cell `f` refused, still below every other source: the heap holds.
                 return Ok(());
+            }
+            if passed_bound && self.heap.len() == 2 {
+                // Two sources (a memstore over a file, two overlapping files), the top now past
+                // the other: the other is the new top, and it has no copy in the old one. A
+                // scan alternates like this twice at each row both sources hold, and the
+                // comparison and duplicate check below re-parsed both keys each time.
+                self.heap.swap(0, 1);
+                continue;
             }
             // As `step` after moving the top: order the heap again and pass over the copies of
             // the new top's key.
