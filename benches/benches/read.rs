@@ -4,6 +4,11 @@
 //! and without a filter (a SingleColumnValue filter that keeps one row in ten, so every row is
 //! still read and resolved).
 //!
+//! A second group, `scan_two_sources`, times `Table::scan_each` over the shape of a live
+//! database: 100,000 rows of one column in one flushed file, and a memstore holding a newer
+//! version of every third row (the merge then hands over runs of the file's rows, switching
+//! source twice at each row both hold).
+//!
 //! Run: `cargo bench -p cellar-benches --bench read`. The reversed/forward ratio of each pair
 //! goes to stderr at the end (the issue asks for reversed scans within 1.5× of forward ones):
 //! from criterion's means, and from the best of ten rounds that run the four scans
@@ -169,6 +174,63 @@ fn scans(c: &mut Criterion) {
     }
 }
 
+/// Rows of the two-source table.
+const TWO_SOURCE_ROWS: u32 = 100_000;
+
+/// The two-source database (see the module docs).
+fn build_two_sources(dir: &std::path::Path) -> Db {
+    let db = Db::open(dir, Options::default()).expect("open");
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))
+        .expect("create table");
+    let write = |rows: &mut dyn Iterator<Item = u32>, ts: u64| {
+        let mut batch = WriteBatch::new();
+        for i in rows {
+            let p = Put::new(row_key(i)).add_at("cf", "", ts, format!("{i:016}-{ts}"));
+            batch = batch.put("t", p);
+            if batch.len() >= 1000 {
+                let full = std::mem::replace(&mut batch, WriteBatch::new());
+                db.write(full, WriteOptions::durability(Durability::SkipWal))
+                    .expect("write");
+            }
+        }
+        if !batch.is_empty() {
+            db.write(batch, WriteOptions::durability(Durability::SkipWal))
+                .expect("write");
+        }
+    };
+    write(&mut (0..TWO_SOURCE_ROWS), 1);
+    db.flush().expect("flush");
+    write(&mut (0..TWO_SOURCE_ROWS).step_by(3), 2);
+    db
+}
+
+fn two_sources(c: &mut Criterion) {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temporary directory");
+    let db = build_two_sources(tmp.path());
+    let t = db.table("t").expect("table");
+    // Rows read and the newer versions among them: both sources take part.
+    let scan = || {
+        let (mut rows, mut newer) = (0u32, 0u32);
+        t.scan_each(Scan::new(), |row| {
+            let v = black_box(row.value("cf", "")).unwrap_or_default();
+            newer += u32::from(v.ends_with(b"-2"));
+            rows += 1;
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("scan");
+        (rows, newer)
+    };
+    assert_eq!(
+        scan(),
+        (TWO_SOURCE_ROWS, TWO_SOURCE_ROWS.div_ceil(3)),
+        "every row once, the memstore's version where it has one"
+    );
+    let mut g = c.benchmark_group("scan_two_sources");
+    g.throughput(criterion::Throughput::Elements(u64::from(TWO_SOURCE_ROWS)));
+    g.bench_function("file_and_memstore", |b| b.iter(|| black_box(scan())));
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -176,5 +238,6 @@ fn main() {
         .sample_size(10)
         .configure_from_args();
     scans(&mut c);
+    two_sources(&mut c);
     c.final_summary();
 }
