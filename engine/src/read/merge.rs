@@ -324,10 +324,11 @@ impl CellIter for MergeIter<'_> {
             // the top hands them over itself, and the heap is ordered again only when it
             // reaches that key or ends. With one source left (a compacted family with an empty
             // memstore), that is all of its cells.
-            let runner_up = match (self.heap.get(1), self.heap.get(2)) {
-                (Some(&a), Some(&b)) if self.cmp(b, a) == Ordering::Less => Some(b),
-                (Some(&a), _) => Some(a),
-                _ => None,
+            // The runner-up's heap position, and its source.
+            let (second, runner_up) = match (self.heap.get(1), self.heap.get(2)) {
+                (Some(&a), Some(&b)) if self.cmp(b, a) == Ordering::Less => (2, Some(b)),
+                (Some(&a), _) => (1, Some(a)),
+                _ => (0, None),
             };
             let mut stopped = false;
             // Set when the run ended on a key past the bound (not on it, nor at the source's
@@ -367,12 +368,19 @@ impl CellIter for MergeIter<'_> {
                 // On the cell `f` refused, still below every other source: the heap holds.
                 return Ok(());
             }
-            if passed_bound && self.heap.len() == 2 {
-                // Two sources (a memstore over a file, two overlapping files), the top now past
-                // the other: the other is the new top, and it has no copy in the old one. A
-                // scan alternates like this twice at each row both sources hold, and the
-                // comparison and duplicate check below re-parsed both keys each time.
-                self.heap.swap(0, 1);
+            if passed_bound {
+                // The top is now past the runner-up, the smallest of the others: the runner-up
+                // is the new top, and the old top, which holds no copy of its key, goes down
+                // its subtree. A scan over sources that interleave (a memstore over a file,
+                // overlapping files) does this at every change of source, and ordering the heap
+                // from the root compared the runner-up with the others again, re-parsing keys.
+                self.heap.swap(0, second);
+                if self.heap.len() == 2 {
+                    // Two sources: no other can hold a copy of the new top's key.
+                    continue;
+                }
+                self.sift_down(second);
+                self.skip_duplicates_of_top()?;
                 continue;
             }
             // As `step` after moving the top: order the heap again and pass over the copies of
