@@ -785,8 +785,10 @@ enum Halt {
     PastStop,
     /// The callback broke off, or the limit was reached.
     Done,
-    /// The current column is done: seek to this key.
+    /// The current column is done, or a filter skips ahead: seek to this key.
     Seek(Vec<u8>),
+    /// A refill's batch is full: the next one starts at this row.
+    Resume(Vec<u8>),
 }
 
 /// Where a scan's next refill starts.
@@ -951,54 +953,82 @@ impl ScanIter {
         let mut row: Option<Vec<u8>> = None;
         let mut cells = Vec::new();
         let mut batch = BatchSize::default();
-        while let Some(cur) = merge.current() {
-            let key = parse(cur.key)?;
-            if self.scan.past_stop(key.row) {
-                break;
-            }
-            if row.as_deref() != Some(key.row) {
-                if let Some(done) = row.take() {
-                    batch.add(emit(
-                        &mut self.buffer,
-                        self.eval.as_mut(),
-                        self.scan.batch,
-                        done,
-                        std::mem::take(&mut cells),
-                    ));
-                }
-                if batch.full(cap) {
-                    self.resume = Some(Resume::From(key.row.to_vec()));
-                    return Ok(());
-                }
-                if let Some(e) = self.eval.as_mut() {
-                    match e.check_row(key.row) {
-                        RowCheck::Include => {}
-                        RowCheck::SeekTo(hint) => {
-                            // `resume` is already taken: returning ends the scan.
-                            if self.scan.past_stop(&hint) {
-                                return Ok(());
-                            }
-                            merge.seek(&KeyRef::first_on_row(&hint).encode())?;
-                            continue;
+        let scan = &self.scan;
+        let buffer = &mut self.buffer;
+        let mut eval = self.eval.as_mut();
+        let cells_read = &mut self.cells_read;
+        // The cells are handed over by `run_forward`, as in `for_each_row` (which see): a
+        // run stops only to seek (past a finished column, or to a filter's hint), when the
+        // batch is full, at the stop row, or on an error.
+        loop {
+            let mut halt = None;
+            merge.run_forward(&mut |cur| {
+                let step = (|| {
+                    let key = parse(cur.key)?;
+                    if scan.past_stop(key.row) {
+                        return Ok(Some(Halt::PastStop));
+                    }
+                    if row.as_deref() != Some(key.row) {
+                        if let Some(done) = row.take() {
+                            batch.add(emit(
+                                buffer,
+                                eval.as_deref_mut(),
+                                scan.batch,
+                                done,
+                                std::mem::take(&mut cells),
+                            ));
                         }
-                        RowCheck::Done => return Ok(()),
+                        if batch.full(cap) {
+                            return Ok(Some(Halt::Resume(key.row.to_vec())));
+                        }
+                        if let Some(e) = eval.as_deref_mut() {
+                            match e.check_row(key.row) {
+                                RowCheck::Include => {}
+                                // With `resume` already taken, `Done` ends the scan.
+                                RowCheck::SeekTo(hint) if scan.past_stop(&hint) => {
+                                    return Ok(Some(Halt::Done))
+                                }
+                                RowCheck::SeekTo(hint) => {
+                                    return Ok(Some(Halt::Seek(
+                                        KeyRef::first_on_row(&hint).encode(),
+                                    )))
+                                }
+                                RowCheck::Done => return Ok(Some(Halt::Done)),
+                            }
+                        }
+                        row = Some(key.row.to_vec());
+                        resolvers.reset();
+                    }
+                    *cells_read += 1;
+                    Ok(resolvers
+                        .push(&key, cur.value, cur.tags, &mut cells)?
+                        .map(Halt::Seek))
+                })();
+                match step {
+                    Ok(None) => true,
+                    Ok(Some(h)) => {
+                        halt = Some(Ok(h));
+                        false
+                    }
+                    Err(e) => {
+                        halt = Some(Err(e));
+                        false
                     }
                 }
-                row = Some(key.row.to_vec());
-                resolvers.reset();
+            })?;
+            match halt {
+                None | Some(Ok(Halt::PastStop)) => break,
+                Some(Ok(Halt::Done)) => return Ok(()),
+                Some(Ok(Halt::Resume(at))) => {
+                    self.resume = Some(Resume::From(at));
+                    return Ok(());
+                }
+                Some(Ok(Halt::Seek(target))) => merge.seek(&target)?,
+                Some(Err(e)) => return Err(e),
             }
-            self.cells_read += 1;
-            let skip = resolvers.push(&key, cur.value, cur.tags, &mut cells)?;
-            advance(&mut merge, skip)?;
         }
         if let Some(done) = row {
-            emit(
-                &mut self.buffer,
-                self.eval.as_mut(),
-                self.scan.batch,
-                done,
-                cells,
-            );
+            emit(buffer, eval, scan.batch, done, cells);
         }
         Ok(())
     }
@@ -1168,7 +1198,8 @@ impl ScanIter {
             match halt {
                 // The sources are exhausted, or stopped at the stop row.
                 None | Some(Ok(Halt::PastStop)) => break,
-                Some(Ok(Halt::Done)) => return Ok(()),
+                // (`Resume` comes only from a refill's batch, which this pass has none of.)
+                Some(Ok(Halt::Done | Halt::Resume(_))) => return Ok(()),
                 Some(Ok(Halt::Seek(target))) => merge.seek(&target)?,
                 Some(Err(e)) => return Err(e),
             }
