@@ -45,6 +45,13 @@ struct Monotonic(AtomicU64);
 
 impl Monotonic {
     fn read(&self, wall: Timestamp) -> Timestamp {
+        // Every Get reads the clock: within a millisecond the reading is not new, and a load
+        // leaves the shared line in every core's cache where a `fetch_max` (a locked write)
+        // took it exclusive for each read.
+        let seen = self.0.load(Ordering::Relaxed);
+        if wall <= seen {
+            return seen;
+        }
         self.0.fetch_max(wall, Ordering::Relaxed).max(wall)
     }
 }

@@ -308,3 +308,85 @@ fn a_batch_over_a_damaged_block_fails_and_the_others_read_right() {
         "batches {failed:?} failed: more than one 1 KiB block"
     );
 }
+
+/// A clock that moves `step` ms forward at each reading by the test's thread (the engine's
+/// background threads read it without moving it).
+#[derive(Debug)]
+struct Ticking {
+    now: std::sync::atomic::AtomicU64,
+    step: std::sync::atomic::AtomicU64,
+    owner: std::thread::ThreadId,
+}
+
+impl cellar::Clock for Ticking {
+    fn now_ms(&self) -> u64 {
+        if std::thread::current().id() == self.owner {
+            self.now
+                .fetch_add(self.step.load(Ordering::SeqCst), Ordering::SeqCst)
+        } else {
+            self.now.load(Ordering::SeqCst)
+        }
+    }
+}
+
+/// A batch reads the clock once, as it takes one read point: a TTL that runs out while the
+/// batch reads its rows expires for all of its Gets or for none (here none: the batch's
+/// reading is a millisecond before the cells expire, and every later reading after). Single
+/// Gets read the clock each.
+#[test]
+fn a_batch_reads_the_clock_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(Ticking {
+        now: std::sync::atomic::AtomicU64::new(5_000),
+        step: std::sync::atomic::AtomicU64::new(0),
+        owner: std::thread::current().id(),
+    });
+    let opts = Options {
+        clock: clock.clone(),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("a").ttl(std::time::Duration::from_millis(1_000))),
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..40 {
+        t.put(Put::new(format!("r{i:02}")).add_at("a", "q", 10_000, "v"))
+            .unwrap();
+        if i == 19 {
+            // Half in a file, half in the memstore: both of a batch's paths.
+            db.flush().unwrap();
+        }
+    }
+    // Every fourth Get filtered (a filter that keeps every row): a filtered Get of a batch
+    // takes the single Get's path, with the batch's clock reading.
+    let gets: Vec<Get> = (0..40)
+        .map(|i| {
+            let g = Get::new(format!("r{i:02}"));
+            if i % 4 == 0 {
+                g.filter(Filter::RowPrefix(b"r".to_vec()))
+            } else {
+                g
+            }
+        })
+        .collect();
+    // Written at 10,000 with a TTL of 1,000: alive until 11,000.
+    clock.now.store(10_999, Ordering::SeqCst);
+    clock.step.store(1_000, Ordering::SeqCst);
+    let rows = t.get_many(&gets).unwrap();
+    assert!(rows.iter().all(Option::is_some), "{rows:?}");
+    let mut viewed = 0;
+    clock.now.store(10_999, Ordering::SeqCst);
+    t.get_many_view(&gets, |_, row| viewed += usize::from(row.is_some()))
+        .unwrap();
+    assert_eq!(viewed, 40);
+    // Single Gets read the clock each: the first sees the cells, the next ones do not.
+    clock.now.store(10_999, Ordering::SeqCst);
+    let singles: Vec<bool> = gets.iter().map(|g| t.get(g).unwrap().is_some()).collect();
+    assert!(
+        singles[0] && !singles[1..].iter().any(|&s| s),
+        "{singles:?}"
+    );
+}
