@@ -868,8 +868,9 @@ impl Table {
     /// TTL expires for all of its Gets or none. The rows are read in row order, and a row in settled data
     /// (one file, no memstore) has its index descent done and its block's bytes asked of the
     /// processor a few rows ahead, so the memory waits of neighbouring rows overlap: on
-    /// cached data, batches of 32 read about 7% more rows a second than single Gets
-    /// (`benches/RESULTS.md`, session 19). Blocks missing from the cache are read from the
+    /// cached data, batches of 32 read 12% more rows a second than single Gets, each through
+    /// the public API (`benches/RESULTS.md`, session 33; 1.5x in that session's comparison,
+    /// whose single Gets also pay its harness's per-call work). Blocks missing from the cache are read from the
     /// file one at a time, as a Get reads them. Every Get's arguments are checked before any
     /// row is read; the first error (a bad Get, an unknown family, a read that failed) fails
     /// the whole batch.
