@@ -241,7 +241,8 @@ impl DbInner {
     /// steps are the Gets' own, some done earlier: every row's files are found before the
     /// first row is read, and a staged row's data block is looked up (or read) rows ahead; a
     /// stage that fails is left to the Get's own seek, which reads again and reports the
-    /// error. Results and cache counters are those of single Gets at the batch's read point.
+    /// error. Results and cache counters are those of single Gets at the batch's read point
+    /// and its one clock reading.
     pub(super) fn get_many_view(
         &self,
         table: &TableName,

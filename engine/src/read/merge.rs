@@ -370,8 +370,8 @@ impl CellIter for MergeIter<'_> {
             }
             if passed_bound {
                 // The top is now past the runner-up, the smallest of the others: the runner-up
-                // is the new top, and the old top, which holds no copy of its key, goes down
-                // its subtree. A scan over sources that interleave (a memstore over a file,
+                // is the new top, and the old top (strictly past its key, so no copy of it)
+                // goes down its subtree. A scan over sources that interleave (a memstore over a file,
                 // overlapping files) does this at every change of source, and ordering the heap
                 // from the root compared the runner-up with the others again, re-parsing keys.
                 self.heap.swap(0, second);
