@@ -41,34 +41,50 @@ fn row_key(i: u32) -> String {
     format!("user{i:012}")
 }
 
-/// Open a database in `dir` holding the benchmark table.
-fn build(dir: &std::path::Path) -> Db {
+/// A new database in `dir` with table "t" of family "cf".
+fn open_table(dir: &std::path::Path) -> Db {
     let db = Db::open(dir, Options::default()).expect("open");
     db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))
         .expect("create table");
-    for source in 0..SOURCES {
-        let mut batch = WriteBatch::new();
-        for i in (source..ROWS).step_by(SOURCES as usize) {
-            let mut p = Put::new(row_key(i));
-            for c in 0..COLUMNS {
-                let v = if c == 0 && i % 10 == 0 {
-                    "match".to_owned()
-                } else {
-                    format!("value-{i:08}-{c}-padding-to-about-forty-bytes")
-                };
-                p = p.add_at("cf", format!("c{c}"), 1_700_000_000_000, v);
-            }
-            batch = batch.put("t", p);
-            if batch.len() >= 500 {
-                let full = std::mem::replace(&mut batch, WriteBatch::new());
-                db.write(full, WriteOptions::durability(Durability::SkipWal))
-                    .expect("write");
-            }
-        }
-        if !batch.is_empty() {
-            db.write(batch, WriteOptions::durability(Durability::SkipWal))
+    db
+}
+
+/// Write `puts` to table "t" in batches of 500, without the WAL.
+fn write_puts(db: &Db, puts: impl Iterator<Item = Put>) {
+    let mut batch = WriteBatch::new();
+    for p in puts {
+        batch = batch.put("t", p);
+        if batch.len() >= 500 {
+            let full = std::mem::replace(&mut batch, WriteBatch::new());
+            db.write(full, WriteOptions::durability(Durability::SkipWal))
                 .expect("write");
         }
+    }
+    if !batch.is_empty() {
+        db.write(batch, WriteOptions::durability(Durability::SkipWal))
+            .expect("write");
+    }
+}
+
+/// Open a database in `dir` holding the benchmark table.
+fn build(dir: &std::path::Path) -> Db {
+    let db = open_table(dir);
+    for source in 0..SOURCES {
+        write_puts(
+            &db,
+            (source..ROWS).step_by(SOURCES as usize).map(|i| {
+                let mut p = Put::new(row_key(i));
+                for c in 0..COLUMNS {
+                    let v = if c == 0 && i % 10 == 0 {
+                        "match".to_owned()
+                    } else {
+                        format!("value-{i:08}-{c}-padding-to-about-forty-bytes")
+                    };
+                    p = p.add_at("cf", format!("c{c}"), 1_700_000_000_000, v);
+                }
+                p
+            }),
+        );
         if source + 1 < SOURCES {
             db.flush().expect("flush");
         }
@@ -179,28 +195,11 @@ const TWO_SOURCE_ROWS: u32 = 100_000;
 
 /// The two-source database (see the module docs).
 fn build_two_sources(dir: &std::path::Path) -> Db {
-    let db = Db::open(dir, Options::default()).expect("open");
-    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))
-        .expect("create table");
-    let write = |rows: &mut dyn Iterator<Item = u32>, ts: u64| {
-        let mut batch = WriteBatch::new();
-        for i in rows {
-            let p = Put::new(row_key(i)).add_at("cf", "", ts, format!("{i:016}-{ts}"));
-            batch = batch.put("t", p);
-            if batch.len() >= 1000 {
-                let full = std::mem::replace(&mut batch, WriteBatch::new());
-                db.write(full, WriteOptions::durability(Durability::SkipWal))
-                    .expect("write");
-            }
-        }
-        if !batch.is_empty() {
-            db.write(batch, WriteOptions::durability(Durability::SkipWal))
-                .expect("write");
-        }
-    };
-    write(&mut (0..TWO_SOURCE_ROWS), 1);
+    let db = open_table(dir);
+    let put = |i: u32, ts: u64| Put::new(row_key(i)).add_at("cf", "", ts, format!("{i:016}-{ts}"));
+    write_puts(&db, (0..TWO_SOURCE_ROWS).map(|i| put(i, 1)));
     db.flush().expect("flush");
-    write(&mut (0..TWO_SOURCE_ROWS).step_by(3), 2);
+    write_puts(&db, (0..TWO_SOURCE_ROWS).step_by(3).map(|i| put(i, 2)));
     db
 }
 

@@ -7,7 +7,10 @@ mod common;
 use std::path::Path;
 
 use cellar::{Db, Delete, Durability, Error, Get, Options, Put, RecoveryMode, Scan, WriteOptions};
-use common::{flip_byte, hfiles, newest_wal_with_records, open, open_default, table_desc};
+use common::{
+    damaged_db_value, flip_byte, hfiles, newest_wal_with_records, one_file_with_a_damaged_block,
+    open, open_default, table_desc,
+};
 
 fn create(dir: &Path) -> Db {
     let db = open_default(dir);
@@ -250,26 +253,8 @@ fn corrupted_wal_record_before_valid_ones_fails_open_unless_salvaging() {
 #[test]
 fn corrupted_hfile_block_makes_reads_fail_never_return_wrong_data() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_default(dir.path());
-    db.create_table(
-        cellar::TableDescriptor::new("t")
-            .family(cellar::FamilyDescriptor::new("a").block_size(1024)),
-    )
-    .unwrap();
-    let t = db.table("t").unwrap();
-    let value = |i: usize| format!("{i:06}-{}", "v".repeat(90));
-    for i in 0..500 {
-        t.put(Put::new(format!("r{i:04}")).add_at("a", "q", 1, value(i)))
-            .unwrap();
-    }
-    db.flush().unwrap();
-    drop(t);
-    drop(db);
-    let files = hfiles(dir.path());
-    assert_eq!(files.len(), 1);
-    let len = std::fs::metadata(&files[0]).unwrap().len();
-    // Data blocks come first and are most of the file.
-    flip_byte(&files[0], len / 3);
+    one_file_with_a_damaged_block(dir.path());
+    let value = damaged_db_value;
 
     let db = match Db::open(dir.path(), Options::default()) {
         Ok(db) => db,

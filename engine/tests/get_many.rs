@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{flip_byte, hfiles};
+use common::{damaged_db_value, one_file_with_a_damaged_block};
 
 use cellar::{
     Db, Error, FamilyDescriptor, Filter, Get, Options, Put, Row, Table, TableDescriptor,
@@ -238,25 +238,8 @@ fn a_batch_reads_one_snapshot_while_writes_run() {
 #[test]
 fn a_batch_over_a_damaged_block_fails_and_the_others_read_right() {
     let dir = tempfile::tempdir().unwrap();
-    let value = |i: usize| format!("{i:06}-{}", "v".repeat(90));
-    {
-        let db = Db::open(dir.path(), Options::default()).unwrap();
-        db.create_table(
-            TableDescriptor::new("t").family(FamilyDescriptor::new("a").block_size(1024)),
-        )
-        .unwrap();
-        let t = db.table("t").unwrap();
-        for i in 0..500 {
-            t.put(Put::new(format!("r{i:04}")).add_at("a", "q", 1, value(i)))
-                .unwrap();
-        }
-        db.flush().unwrap();
-    }
-    let files = hfiles(dir.path());
-    assert_eq!(files.len(), 1);
-    let len = std::fs::metadata(&files[0]).unwrap().len();
-    // Data blocks come first and are most of the file.
-    flip_byte(&files[0], len / 3);
+    one_file_with_a_damaged_block(dir.path());
+    let value = damaged_db_value;
     let db = match Db::open(dir.path(), Options::default()) {
         Ok(db) => db,
         Err(e) => panic!("open checks no data block: {e:?}"),

@@ -803,6 +803,27 @@ enum Halt {
     Resume(Vec<u8>),
 }
 
+/// Run `merge` forward, handing each cell to `step` until it names a halt or fails (the
+/// halt or the error is returned), or until the sources end (`None`).
+fn run_until_halt(
+    merge: &mut impl CellIter,
+    mut step: impl FnMut(cellar_format::CellEntry<'_>) -> Result<Option<Halt>>,
+) -> Result<Option<Halt>> {
+    let mut halt = None;
+    merge.run_forward(&mut |cur| match step(cur) {
+        Ok(None) => true,
+        Ok(Some(h)) => {
+            halt = Some(Ok(h));
+            false
+        }
+        Err(e) => {
+            halt = Some(Err(e));
+            false
+        }
+    })?;
+    halt.transpose()
+}
+
 /// Where a scan's next refill starts.
 #[derive(Debug, Clone)]
 enum Resume {
@@ -973,70 +994,53 @@ impl ScanIter {
         // run stops only to seek (past a finished column, or to a filter's hint), when the
         // batch is full, at the stop row, or on an error.
         loop {
-            let mut halt = None;
-            merge.run_forward(&mut |cur| {
-                let step = (|| {
-                    let key = parse(cur.key)?;
-                    if scan.past_stop(key.row) {
-                        return Ok(Some(Halt::PastStop));
-                    }
-                    if row.as_deref() != Some(key.row) {
-                        if let Some(done) = row.take() {
-                            batch.add(emit(
-                                buffer,
-                                eval.as_deref_mut(),
-                                scan.batch,
-                                done,
-                                std::mem::take(&mut cells),
-                            ));
-                        }
-                        if batch.full(cap) {
-                            return Ok(Some(Halt::Resume(key.row.to_vec())));
-                        }
-                        if let Some(e) = eval.as_deref_mut() {
-                            match e.check_row(key.row) {
-                                RowCheck::Include => {}
-                                // With `resume` already taken, `Done` ends the scan.
-                                RowCheck::SeekTo(hint) if scan.past_stop(&hint) => {
-                                    return Ok(Some(Halt::Done))
-                                }
-                                RowCheck::SeekTo(hint) => {
-                                    return Ok(Some(Halt::Seek(
-                                        KeyRef::first_on_row(&hint).encode(),
-                                    )))
-                                }
-                                RowCheck::Done => return Ok(Some(Halt::Done)),
-                            }
-                        }
-                        row = Some(key.row.to_vec());
-                        resolvers.reset();
-                    }
-                    *cells_read += 1;
-                    Ok(resolvers
-                        .push(&key, cur.value, cur.tags, &mut cells)?
-                        .map(Halt::Seek))
-                })();
-                match step {
-                    Ok(None) => true,
-                    Ok(Some(h)) => {
-                        halt = Some(Ok(h));
-                        false
-                    }
-                    Err(e) => {
-                        halt = Some(Err(e));
-                        false
-                    }
+            let halt = run_until_halt(&mut merge, |cur| {
+                let key = parse(cur.key)?;
+                if scan.past_stop(key.row) {
+                    return Ok(Some(Halt::PastStop));
                 }
+                if row.as_deref() != Some(key.row) {
+                    if let Some(done) = row.take() {
+                        batch.add(emit(
+                            buffer,
+                            eval.as_deref_mut(),
+                            scan.batch,
+                            done,
+                            std::mem::take(&mut cells),
+                        ));
+                    }
+                    if batch.full(cap) {
+                        return Ok(Some(Halt::Resume(key.row.to_vec())));
+                    }
+                    if let Some(e) = eval.as_deref_mut() {
+                        match e.check_row(key.row) {
+                            RowCheck::Include => {}
+                            // With `resume` already taken, `Done` ends the scan.
+                            RowCheck::SeekTo(hint) if scan.past_stop(&hint) => {
+                                return Ok(Some(Halt::Done))
+                            }
+                            RowCheck::SeekTo(hint) => {
+                                return Ok(Some(Halt::Seek(KeyRef::first_on_row(&hint).encode())))
+                            }
+                            RowCheck::Done => return Ok(Some(Halt::Done)),
+                        }
+                    }
+                    row = Some(key.row.to_vec());
+                    resolvers.reset();
+                }
+                *cells_read += 1;
+                Ok(resolvers
+                    .push(&key, cur.value, cur.tags, &mut cells)?
+                    .map(Halt::Seek))
             })?;
             match halt {
-                None | Some(Ok(Halt::PastStop)) => break,
-                Some(Ok(Halt::Done)) => return Ok(()),
-                Some(Ok(Halt::Resume(at))) => {
+                None | Some(Halt::PastStop) => break,
+                Some(Halt::Done) => return Ok(()),
+                Some(Halt::Resume(at)) => {
                     self.resume = Some(Resume::From(at));
                     return Ok(());
                 }
-                Some(Ok(Halt::Seek(target))) => merge.seek(&target)?,
-                Some(Err(e)) => return Err(e),
+                Some(Halt::Seek(target)) => merge.seek(&target)?,
             }
         }
         if let Some(done) = row {
@@ -1175,45 +1179,30 @@ impl ScanIter {
         // 14.3M rows a second). The loop stops only to seek past a finished column, at the
         // scan's end or on an error.
         loop {
-            let mut halt = None;
-            merge.run_forward(&mut |cur| {
-                let step = (|| {
-                    let key = parse(cur.key)?;
-                    if scan.past_stop(key.row) {
-                        return Ok(Some(Halt::PastStop));
-                    }
-                    if row.is_empty() || !bytes_eq(&row, key.row) {
-                        if !deliver(&row, &cells) {
-                            return Ok(Some(Halt::Done));
-                        }
-                        row.clear();
-                        row.extend_from_slice(key.row);
-                        cells.clear();
-                        resolvers.reset();
-                    }
-                    Ok(resolvers
-                        .push(&key, cur.value, cur.tags, &mut cells)?
-                        .map(Halt::Seek))
-                })();
-                match step {
-                    Ok(None) => true,
-                    Ok(Some(h)) => {
-                        halt = Some(Ok(h));
-                        false
-                    }
-                    Err(e) => {
-                        halt = Some(Err(e));
-                        false
-                    }
+            let halt = run_until_halt(&mut merge, |cur| {
+                let key = parse(cur.key)?;
+                if scan.past_stop(key.row) {
+                    return Ok(Some(Halt::PastStop));
                 }
+                if row.is_empty() || !bytes_eq(&row, key.row) {
+                    if !deliver(&row, &cells) {
+                        return Ok(Some(Halt::Done));
+                    }
+                    row.clear();
+                    row.extend_from_slice(key.row);
+                    cells.clear();
+                    resolvers.reset();
+                }
+                Ok(resolvers
+                    .push(&key, cur.value, cur.tags, &mut cells)?
+                    .map(Halt::Seek))
             })?;
             match halt {
                 // The sources are exhausted, or stopped at the stop row.
-                None | Some(Ok(Halt::PastStop)) => break,
+                None | Some(Halt::PastStop) => break,
                 // (`Resume` comes only from a refill's batch, which this pass has none of.)
-                Some(Ok(Halt::Done | Halt::Resume(_))) => return Ok(()),
-                Some(Ok(Halt::Seek(target))) => merge.seek(&target)?,
-                Some(Err(e)) => return Err(e),
+                Some(Halt::Done | Halt::Resume(_)) => return Ok(()),
+                Some(Halt::Seek(target)) => merge.seek(&target)?,
             }
         }
         deliver(&row, &cells);

@@ -131,6 +131,36 @@ pub fn newest_wal_with_records(dir: &Path) -> (PathBuf, Vec<(usize, usize, usize
         .expect("no WAL segment holds a record")
 }
 
+/// The value of row `r{i:04}` in [`one_file_with_a_damaged_block`]'s database.
+pub fn damaged_db_value(i: usize) -> String {
+    format!("{i:06}-{}", "v".repeat(90))
+}
+
+/// A database in `dir` whose table "t" (family "a", 1 KiB blocks) holds rows `r0000`–`r0499`
+/// (column `a:q`, [`damaged_db_value`]) in one HFile, with a byte of one data block flipped.
+/// The database is closed when this returns.
+pub fn one_file_with_a_damaged_block(dir: &Path) {
+    {
+        let db = open_default(dir);
+        db.create_table(
+            cellar::TableDescriptor::new("t")
+                .family(cellar::FamilyDescriptor::new("a").block_size(1024)),
+        )
+        .unwrap();
+        let t = db.table("t").unwrap();
+        for i in 0..500 {
+            t.put(cellar::Put::new(format!("r{i:04}")).add_at("a", "q", 1, damaged_db_value(i)))
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let files = hfiles(dir);
+    assert_eq!(files.len(), 1);
+    let len = std::fs::metadata(&files[0]).unwrap().len();
+    // Data blocks come first and are most of the file.
+    flip_byte(&files[0], len / 3);
+}
+
 /// Flip every bit of the byte at `offset` of `path`.
 pub fn flip_byte(path: &Path, offset: u64) {
     use std::os::unix::fs::FileExt;
