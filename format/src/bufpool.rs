@@ -1,4 +1,5 @@
-//! A per-thread pool of the byte buffers block cursors rebuild keys in.
+//! A per-thread pool of the byte buffers block cursors rebuild keys in, and the engine's
+//! Gets pack a row's cells in.
 //!
 //! A Get makes a cursor per level of a file's index and one over the data block, and each
 //! needs a key buffer and a scratch buffer for the restart keys its binary search rebuilds.
@@ -15,7 +16,7 @@
 use std::cell::RefCell;
 
 /// Capacity a fresh buffer starts with: room for a typical cell key.
-pub(crate) const START: usize = 64;
+pub const START: usize = 64;
 /// Most buffers a thread keeps.
 const KEEP: usize = 16;
 /// Largest buffer (capacity) worth keeping.
@@ -26,7 +27,7 @@ thread_local! {
 }
 
 /// An empty buffer with room for [`START`] bytes or more: a kept one when the thread has one.
-pub(crate) fn take() -> Vec<u8> {
+pub fn take() -> Vec<u8> {
     // `try_with` fails only while the thread's locals are being destroyed; `try_borrow_mut`
     // cannot fail (nothing here calls out while the pool is borrowed), but a fresh buffer is
     // the answer either way.
@@ -37,7 +38,7 @@ pub(crate) fn take() -> Vec<u8> {
 }
 
 /// Give `buf` back to this thread's pool (or free it: too large, pool full, thread exiting).
-pub(crate) fn give(mut buf: Vec<u8>) {
+pub fn give(mut buf: Vec<u8>) {
     if buf.capacity() < START || buf.capacity() > MAX_KEPT {
         return;
     }

@@ -27,7 +27,7 @@
 pub mod block;
 mod blockmap;
 pub mod bloom;
-mod bufpool;
+pub mod bufpool;
 pub mod cell;
 pub mod checksum;
 pub mod coding;

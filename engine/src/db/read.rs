@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use crate::read::filter::{FilterEval, RowCheck};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
-use crate::read::view::{CellSink, RawCells, RowView};
+use crate::read::view::{CellSink, GetCells, RawCells, RowView};
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{CellIter, FileMeta, SeqNo, Timestamp};
 
@@ -279,7 +280,7 @@ impl DbInner {
         // resolution was ~170 instructions a Get), and a ring whatever the batch's size.
         let mut staged: [Option<HFileCellIter<'_, FormatSource>>; RING] =
             std::array::from_fn(|_| None);
-        let mut raw = RawCells::default();
+        let mut raw: RawCells<'_> = RawCells::default();
         for step in 0..n + 3 * AHEAD {
             if let Some(Some(plan)) = plans.get(step) {
                 if plan.stage {
@@ -405,7 +406,7 @@ impl DbInner {
         let (read_point, sv) = self.read_view(get.read_point);
         let t = table_info(&sv, table)?;
         let fams = selected_families(t, &get.selection)?;
-        let mut raw = RawCells::default();
+        let mut raw = GetCells::default();
         let readers = self.get_files(&sv, &fams, get)?;
         self.resolve_get(
             &sv, t, &fams, get, read_point, &readers, None, None, &mut raw,
@@ -457,7 +458,7 @@ impl DbInner {
             let in_memstores = readers.len() <= 1 && memstores_hold_row(sv, fams, first, &get.row);
             let resolvers = || {
                 let now = now.unwrap_or_else(|| self.opts.clock.now_ms());
-                Resolvers::new(t, move |name| {
+                Resolvers::for_get(t, move |name| {
                     ReadParams::for_get(get, name, read_point, now)
                 })
             };
@@ -678,42 +679,87 @@ fn forward_sources<'a>(
     Ok((fams, files))
 }
 
-/// One resolver per family of a table, reset at each new row.
-struct Resolvers<'q> {
+/// A family's name and its resolver.
+type FamilyResolver<'q> = (&'q str, RowResolver<'q>);
+
+/// One resolver per family of a table, reset at each new row: a scan's in a vector, built
+/// once; a Get's in [`ByFamily`], built for the one row.
+struct Resolvers<'q, S = Vec<FamilyResolver<'q>>> {
     /// A table has a handful of families: a linear search beats hashing the name per cell.
-    by_family: Vec<(&'q str, RowResolver<'q>)>,
+    by_family: S,
     /// Cells stepped over since the current column was done.
     overrun: usize,
+    _family: PhantomData<&'q ()>,
+}
+
+/// A Get's resolvers: a table of one family (the common case, and every table of the
+/// comparison) keeps its one resolver inline. Allocating the vector was ~190 of a cached
+/// Get's ~6,450 instructions (callgrind); `SmallVec` cost as much in its generic moves. Scans
+/// keep the vector: this enum's match cost them ~14 instructions a row.
+// The large variant is the point: the resolver inline, not behind an allocation.
+#[allow(clippy::large_enum_variant)]
+enum ByFamily<'q> {
+    One([FamilyResolver<'q>; 1]),
+    Many(Vec<FamilyResolver<'q>>),
+}
+
+impl<'q> AsMut<[FamilyResolver<'q>]> for ByFamily<'q> {
+    fn as_mut(&mut self) -> &mut [FamilyResolver<'q>] {
+        match self {
+            ByFamily::One(one) => one,
+            ByFamily::Many(v) => v,
+        }
+    }
 }
 
 /// Cells to step over in a finished column before seeking past it instead: a seek re-positions
 /// every source (RocksDB's `max_sequential_skip_in_iterations` makes the same trade).
 const MAX_SEQUENTIAL_SKIP: usize = 8;
 
-impl<'q> Resolvers<'q> {
-    fn new(t: &'q TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
-        let by_family = t
-            .families
-            .iter()
-            .map(|f| {
-                let name = f.descriptor.name.as_str();
-                (name, RowResolver::new(&f.descriptor, params(name)))
-            })
-            .collect();
+/// The resolver of family `f` with `params` for its name.
+fn family_resolver<'q>(
+    f: &'q super::sv::FamilyInfo,
+    params: &impl Fn(&str) -> ReadParams<'q>,
+) -> FamilyResolver<'q> {
+    let name = f.descriptor.name.as_str();
+    (name, RowResolver::new(&f.descriptor, params(name)))
+}
+
+impl<'q> Resolvers<'q, ByFamily<'q>> {
+    /// The resolvers of one Get's row.
+    fn for_get(t: &'q TableInfo, params: impl Fn(&str) -> ReadParams<'q>) -> Self {
+        let by_family = match t.families.as_slice() {
+            [only] => ByFamily::One([family_resolver(only, &params)]),
+            all => ByFamily::Many(all.iter().map(|f| family_resolver(f, &params)).collect()),
+        };
         Resolvers {
             by_family,
             overrun: 0,
+            _family: PhantomData,
         }
     }
+}
 
+impl<'q> Resolvers<'q> {
     /// The resolvers of a scan at read point `rp`.
     fn for_scan(t: &'q TableInfo, scan: &'q Scan, rp: SeqNo, now: Timestamp) -> Self {
-        Self::new(t, |name| ReadParams::for_scan(scan, name, rp, now))
+        let params = |name: &str| ReadParams::for_scan(scan, name, rp, now);
+        Resolvers {
+            by_family: t
+                .families
+                .iter()
+                .map(|f| family_resolver(f, &params))
+                .collect(),
+            overrun: 0,
+            _family: PhantomData,
+        }
     }
+}
 
+impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
     fn reset(&mut self) {
         self.overrun = 0;
-        for (_, r) in &mut self.by_family {
+        for (_, r) in self.by_family.as_mut() {
             r.reset();
         }
     }
@@ -731,6 +777,7 @@ impl<'q> Resolvers<'q> {
     ) -> Result<Option<Vec<u8>>> {
         let Some((family, r)) = self
             .by_family
+            .as_mut()
             .iter_mut()
             .find(|(name, _)| bytes_eq(name.as_bytes(), key.family))
         else {
@@ -777,7 +824,7 @@ fn advance(merge: &mut impl CellIter, skip: Option<Vec<u8>>) -> Result<()> {
 fn resolve_row<'q>(
     it: &mut impl CellIter,
     row: &[u8],
-    resolvers: &mut Resolvers<'q>,
+    resolvers: &mut Resolvers<'q, impl AsMut<[FamilyResolver<'q>]>>,
     sink: &mut impl CellSink<'q>,
 ) -> Result<()> {
     while let Some(cur) = it.current() {
@@ -1150,7 +1197,7 @@ impl ScanIter {
         let scan = &self.scan;
         let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);
         let mut row = Vec::new();
-        let mut cells = RawCells::default();
+        let mut cells: RawCells<'_> = RawCells::default();
         let mut returned = 0usize;
         // Delivers the finished row's cells (if any) in chunks of `batch`; false to stop.
         let mut deliver = |row: &[u8], cells: &RawCells| {
