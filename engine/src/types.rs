@@ -78,6 +78,17 @@ pub trait CellIter {
     fn next(&mut self) -> crate::Result<()>;
     /// Step back to the previous cell (invalid before the first).
     fn prev(&mut self) -> crate::Result<()>;
+    /// Advance within the current cell's row, whose row is `row_len` bytes long: false when
+    /// the next cell is known to be of another row, the cursor then left where it is (a
+    /// reader of one row stops there); true once advanced (the cell reached may still be of
+    /// another row). Cursors over files override it to tell from the next entry's encoding
+    /// without decoding it.
+    fn next_in_row(&mut self, row_len: usize) -> crate::Result<bool> {
+        let _ = row_len;
+        self.next()?;
+        Ok(true)
+    }
+
     /// True when positioned on a cell.
     fn valid(&self) -> bool;
     /// Current encoded key.

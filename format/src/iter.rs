@@ -493,6 +493,18 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         self.step(true)
     }
 
+    /// True when the next cell is known to be of another row than the current one, whose row
+    /// is `row_len` bytes long ([`BlockIter::next_leaves_row`]: within the current data block,
+    /// without decoding the cell); false when not known.
+    ///
+    /// [`BlockIter::next_leaves_row`]: crate::block::BlockIter::next_leaves_row
+    #[inline]
+    pub fn next_leaves_row(&self, row_len: usize) -> bool {
+        self.data
+            .as_ref()
+            .is_some_and(|d| d.iter.next_leaves_row(row_len))
+    }
+
     /// Step back to the previous cell.
     pub fn prev(&mut self) -> Result<()> {
         self.step(false)

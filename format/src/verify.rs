@@ -469,6 +469,8 @@ impl<R: ReadAt + ?Sized> Verifier<'_, R> {
         }
         let mut it = BlockIter::new(std::sync::Arc::new(block));
         let mut span: Option<Span> = None;
+        // The row of the entry before, when its `shared` said the next row differs.
+        let mut left_row: Option<Vec<u8>> = None;
         let mut step = it.seek_to_first();
         loop {
             if let Err(m) = step {
@@ -483,6 +485,20 @@ impl<R: ReadAt + ?Sized> Verifier<'_, R> {
                 self.push(h.offset, Region::Data, "undecodable key");
                 break;
             };
+            // A reader stops a row's cells on the next entry's `shared` alone (SPEC.md §4.3:
+            // an entry that is not a restart point shares all it has in common with the
+            // entry before it); one that shares less would hide the rest of a row.
+            if left_row.as_deref() == Some(k.row) {
+                self.push(
+                    h.offset,
+                    Region::Data,
+                    format!(
+                        "entry at {} shares less than it has in common with the entry before it",
+                        it.entry_offset()
+                    ),
+                );
+            }
+            left_row = it.next_leaves_row(k.row.len()).then(|| k.row.to_vec());
             self.check_cell(h, &k, &key, it.value().len());
             match &mut span {
                 None => {

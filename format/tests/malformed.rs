@@ -622,6 +622,66 @@ fn damage_raw_data_block(edit: impl FnOnce(&mut Vec<u8>, &common::RawBlock)) -> 
     e
 }
 
+/// An entry that is not a restart point but shares less than it has in common with the entry
+/// before it — here 8 bytes of a key whose row (7 bytes after a 2-byte length) it shares
+/// whole — decodes to the same key, so scans read the file as before; but a Get stops a
+/// row's cells where the next entry's `shared` says the row changed (SPEC.md §4.3), so the
+/// writer never writes one and the verifier reports it.
+#[test]
+fn entry_sharing_less_than_it_has_in_common() {
+    let (mut bytes, l) = sample();
+    let sound = bytes.clone();
+    let d = l.richest_raw_data();
+    let mut raw = d.raw.clone();
+    let parsed = parse_block(&raw);
+    let (i, e) = parsed
+        .entries
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(i, e)| {
+            let prev = KeyRef::parse(&parsed.entries[i - 1].key).unwrap();
+            let k = KeyRef::parse(&e.key).unwrap();
+            !parsed.restarts.contains(&(e.offset as u32)) && k.row == prev.row && e.tags_len == 0
+        })
+        .expect("an entry inside a restart interval in its row");
+    let row_len = KeyRef::parse(&e.key).unwrap().row.len();
+    let shared = row_len + 1;
+    let grow = e.shared as usize - shared;
+    assert!(e.value_len as usize > grow);
+    // The same key with fewer bytes shared, and a value shorter by as many bytes: the entry
+    // keeps its length, and so does the block.
+    let end = e.value_at + e.value_len as usize;
+    let mut entry = Vec::new();
+    for v in [
+        shared,
+        e.unshared as usize + grow,
+        e.value_len as usize - grow,
+        0,
+    ] {
+        cellar_format::coding::put_varint32(&mut entry, v as u32);
+    }
+    entry.extend_from_slice(&e.key[shared..]);
+    entry.extend_from_slice(&raw[e.value_at..end - grow]);
+    assert_eq!(entry.len(), end - e.offset, "the varints kept their sizes");
+    raw[e.offset..end].copy_from_slice(&entry);
+    assert_eq!(parse_block(&raw).entries[i].key, e.key);
+    reseal_in_place(&mut bytes, d, &raw);
+    // Scans read every cell, the one whose value was cut short included.
+    let (got, want) = (original_rows(&bytes), original_rows(&sound));
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got.iter().zip(&want).filter(|(a, b)| a != b).count(), 1);
+    let report = verify_reports(&bytes, Region::Data, Some(d.handle.offset));
+    assert!(
+        report.problems.iter().any(|p| p
+            .what
+            .contains(&format!("entry at {} shares less", e.offset))),
+        "{:#?}",
+        report.problems
+    );
+    assert!(verify(&sound, "sound").unwrap().is_clean());
+}
+
 #[test]
 fn lying_restart_count() {
     for lie in [u32::MAX, 1 << 20, 0] {

@@ -811,16 +811,9 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
     }
 }
 
-/// Step the merge past a resolved cell: a seek when the resolver allows skipping the rest of a
-/// column (a hot counter's thousand old versions), the next cell otherwise.
-fn advance(merge: &mut impl CellIter, skip: Option<Vec<u8>>) -> Result<()> {
-    match skip {
-        Some(target) => merge.seek(&target),
-        None => merge.next(),
-    }
-}
-
-/// Resolve the cells of `row` from `it`, positioned on the row's first cell, into `sink`.
+/// Resolve the cells of `row` from `it`, positioned on the row's first cell, into `sink`. Past
+/// a resolved cell the cursor seeks when the resolver allows skipping the rest of a column (a
+/// hot counter's thousand old versions), and steps to the next cell otherwise.
 fn resolve_row<'q>(
     it: &mut impl CellIter,
     row: &[u8],
@@ -832,8 +825,12 @@ fn resolve_row<'q>(
         if !bytes_eq(key.row, row) {
             break;
         }
-        let skip = resolvers.push(&key, cur.value, cur.tags, sink)?;
-        advance(it, skip)?;
+        match resolvers.push(&key, cur.value, cur.tags, sink)? {
+            Some(target) => it.seek(&target)?,
+            // The row's last cell: a file's cursor can tell without decoding the next.
+            None if !it.next_in_row(row.len())? => break,
+            None => {}
+        }
     }
     Ok(())
 }

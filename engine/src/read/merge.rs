@@ -460,6 +460,14 @@ impl<R: ReadAt> CellIter for HFileCellIter<'_, R> {
         Ok(self.inner.next()?)
     }
 
+    fn next_in_row(&mut self, row_len: usize) -> Result<bool> {
+        if self.inner.next_leaves_row(row_len) {
+            return Ok(false);
+        }
+        self.inner.next()?;
+        Ok(true)
+    }
+
     fn prev(&mut self) -> Result<()> {
         Ok(self.inner.prev()?)
     }

@@ -793,6 +793,34 @@ impl BlockIter {
         self.pop_back()
     }
 
+    /// True when the next entry is known to hold another row than the current one, whose row
+    /// is `row_len` bytes long; false when it is not known (or is the same row).
+    ///
+    /// Read from the next entry's `shared` length alone, without decoding it: every key, and
+    /// every DIFF and ANCHORED_DIFF coordinates, start with the row's length and the row, and
+    /// an entry that is not a restart point shares exactly the longest prefix it has in common
+    /// with the entry before it (SPEC.md §4.3). So it shares fewer than `2 + row_len` bytes
+    /// if and only if its row differs. A restart entry (whose `shared` is 0 or counts the
+    /// anchor's bytes) and the end of the block answer false.
+    ///
+    /// Why: a Get reads the cell after its row's last to see that the row ended, and decoding
+    /// it was ~300 of a cached Get's ~6,200 instructions (callgrind).
+    #[inline]
+    pub fn next_leaves_row(&self, row_len: usize) -> bool {
+        let off = self.next_offset;
+        if !self.valid || off >= self.block.restarts_offset || off == self.next_restart_at {
+            return false;
+        }
+        let region = self
+            .block
+            .data
+            .get(off..self.block.restarts_offset)
+            .unwrap_or_default();
+        Cursor::new(region)
+            .varint32("entry shared length")
+            .is_ok_and(|shared| (shared as usize) < 2 + row_len)
+    }
+
     /// Advance to the next entry.
     pub fn next(&mut self) -> Result<(), Malformed> {
         if !self.valid {
@@ -1364,7 +1392,71 @@ mod tests {
         )
     }
 
+    /// Sorted, distinct cell keys over rows of several lengths that are prefixes of one
+    /// another ("a", "ab", "abc", ...), several families, qualifiers and versions per row.
+    fn keys_of_varied_rows() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        prop::collection::vec((0usize..12, 0u8..2, 0u8..3, 0u64..3), 1..100).prop_map(|cells| {
+            let rows = [
+                "a", "ab", "abc", "abcd", "abd", "b", "ba", "bab", "c", "cc", "ccc", "d",
+            ];
+            let mut ks: Vec<Vec<u8>> = cells
+                .into_iter()
+                .map(|(row, fam, q, ts)| {
+                    let fam = ["f", "gg"][usize::from(fam)];
+                    CellKey::new(rows[row], fam, vec![b'q'; q as usize], ts, CellType::Put, 1)
+                        .encode()
+                })
+                .collect();
+            ks.sort_by(|a, b| crate::cell::compare_keys(a, b));
+            ks.dedup();
+            ks
+        })
+    }
+
     proptest! {
+        /// `next_leaves_row` is sound (true only when the next entry's row differs) and fires
+        /// where it can: on every next entry of another row in the block that is not a
+        /// restart point.
+        #[test]
+        fn next_leaves_row_answers_from_the_shared_length(
+            ks in keys_of_varied_rows(),
+            interval in prop::sample::select(vec![1usize, 2, 4, 16]),
+            enc in prop::sample::select(vec![
+                DataBlockEncoding::Prefix,
+                DataBlockEncoding::Diff,
+                DataBlockEncoding::AnchoredDiff,
+            ]),
+        ) {
+            let mut b = BlockBuilder::with_encoding(interval, enc);
+            for (i, k) in ks.iter().enumerate() {
+                b.add(k, format!("v{i}").as_bytes(), b"");
+            }
+            let block = Arc::new(Block::with_encoding(b.finish(), enc).unwrap());
+            let restarts: Vec<usize> =
+                (0..block.num_restarts).map(|i| block.restart(i).unwrap()).collect();
+            let mut it = BlockIter::new(block);
+            it.seek_to_first().unwrap();
+            let mut i = 0;
+            while it.valid() {
+                let row = KeyRef::parse(it.key()).unwrap().row.to_vec();
+                let next_offset = it.next_offset;
+                let leaves = it.next_leaves_row(row.len());
+                it.next().unwrap();
+                let next_row = it.valid().then(|| KeyRef::parse(it.key()).unwrap().row.to_vec());
+                if leaves {
+                    prop_assert!(next_row.is_some(), "key {}: claimed a next row at the end", i);
+                    prop_assert_ne!(next_row.as_ref(), Some(&row), "key {}: same row", i);
+                } else if let Some(n) = &next_row {
+                    prop_assert!(
+                        n == &row || restarts.contains(&next_offset),
+                        "key {}: another row, not a restart point, not told", i
+                    );
+                }
+                i += 1;
+            }
+            prop_assert_eq!(i, ks.len());
+        }
+
         #[test]
         fn seeks_land_where_a_linear_search_does(
             ks in sorted_keys(),
