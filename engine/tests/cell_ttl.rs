@@ -315,3 +315,97 @@ fn files_past_the_family_ttl_are_compacted_away_when_the_clock_passes_it() {
     assert_eq!(t.scan(Scan::new().raw()).unwrap().count(), 0);
     assert_eq!(db.stats().live_files, 0);
 }
+
+/// A clock at a fixed reading that counts the readings taken by the thread that made it.
+#[derive(Debug)]
+struct Counting {
+    now: u64,
+    reads: std::sync::atomic::AtomicU64,
+    owner: std::thread::ThreadId,
+}
+
+impl cellar::Clock for Counting {
+    fn now_ms(&self) -> u64 {
+        if std::thread::current().id() == self.owner {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.now
+    }
+}
+
+/// A Get reads the clock only when a TTL can apply: once up front when a family of the table
+/// has a TTL, once at the first cell that carries its own TTL otherwise, and not at all for a
+/// row of untagged cells in a table without TTLs. Whichever way it read the clock, the cell's
+/// own TTL is judged at that reading, through a single Get, a borrowed one and a batch, from
+/// the memstore and from a file.
+#[test]
+fn a_get_reads_the_clock_only_when_a_ttl_can_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(Counting {
+        now: 100_000,
+        reads: std::sync::atomic::AtomicU64::new(0),
+        owner: std::thread::current().id(),
+    });
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    o.clock = clock.clone();
+    let db = Db::open(dir.path(), o).unwrap();
+    db.create_table(TableDescriptor::new("plain").family(FamilyDescriptor::new("f")))
+        .unwrap();
+    db.create_table(
+        TableDescriptor::new("ttl")
+            .family(FamilyDescriptor::new("f").ttl(Duration::from_secs(3600))),
+    )
+    .unwrap();
+    for name in ["plain", "ttl"] {
+        let t = db.table(name).unwrap();
+        t.put(Put::new("untagged").add_at("f", "q", 99_000, "u"))
+            .unwrap();
+        // Two cells of their own TTL in one row: the live one first, then one past its TTL.
+        t.put(
+            Put::new("tagged")
+                .add_at("f", "a", 99_000, "live")
+                .add_at("f", "b", 98_000, "gone")
+                .ttl(Duration::from_millis(1_500)),
+        )
+        .unwrap();
+    }
+    let reads = || clock.reads.load(std::sync::atomic::Ordering::SeqCst);
+    for flushed in [false, true] {
+        if flushed {
+            db.flush().unwrap();
+        }
+        for (name, untagged_reads, tagged_reads) in [("plain", 0, 1), ("ttl", 1, 1)] {
+            let t = db.table(name).unwrap();
+            let before = reads();
+            let row = t.get(&Get::new("untagged")).unwrap().unwrap();
+            assert_eq!(row.value("f", "q"), Some(&b"u"[..]));
+            assert_eq!(
+                reads() - before,
+                untagged_reads,
+                "{name}, flushed {flushed}"
+            );
+            let before = reads();
+            let row = t.get(&Get::new("tagged")).unwrap().unwrap();
+            assert_eq!(reads() - before, tagged_reads, "{name}, flushed {flushed}");
+            assert_eq!(row.value("f", "a"), Some(&b"live"[..]));
+            assert_eq!(row.value("f", "b"), None, "{name}, flushed {flushed}");
+            let before = reads();
+            let seen = t
+                .get_view(&Get::new("tagged"), |r| {
+                    r.map(|r| (r.len(), r.value("f", "b").is_some()))
+                })
+                .unwrap();
+            assert_eq!(seen, Some((1, false)), "{name}, flushed {flushed}");
+            assert_eq!(reads() - before, tagged_reads, "{name}, flushed {flushed}");
+            // A batch reads once whatever it holds.
+            let before = reads();
+            let rows = t
+                .get_many(&[Get::new("tagged"), Get::new("untagged")])
+                .unwrap();
+            assert_eq!(reads() - before, 1);
+            assert_eq!(rows[0].as_ref().unwrap().cells.len(), 1);
+            assert_eq!(rows[1].as_ref().unwrap().cells.len(), 1);
+        }
+    }
+}

@@ -37,6 +37,9 @@ pub(crate) struct TableInfo {
     /// Every family's id with no column chosen: what a read of the whole row reads, built
     /// once here instead of per Get.
     pub all_families: Vec<FamilyRead>,
+    /// Whether some family has a TTL: a Get of this table then reads the clock before it
+    /// resolves a cell.
+    pub any_ttl: bool,
 }
 
 impl TableInfo {
@@ -93,6 +96,7 @@ impl SuperVersion {
                 Arc::new(TableInfo {
                     descriptor: entry.descriptor.clone(),
                     all_families: infos.iter().map(|f| (f.id, None)).collect(),
+                    any_ttl: infos.iter().any(|f| f.descriptor.ttl.is_some()),
                     families: infos,
                 }),
             );

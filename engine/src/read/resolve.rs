@@ -28,6 +28,7 @@
 //!   equal-timestamp puts all returned.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use cellar_format::{CellType, KeyRef};
 
@@ -251,6 +252,8 @@ pub struct RowResolver<'q> {
     query_limit: u32,
     /// Cells with a timestamp below this are past the TTL.
     ttl_cutoff: Option<Timestamp>,
+    /// The family's TTL (to move the cutoff with [`RowResolver::set_now`]).
+    ttl: Option<Duration>,
     /// KEEP_DELETED_CELLS on a user read: only markers inside the time range mask.
     markers_in_range_only: bool,
     delete_family: AtOrBelow,
@@ -258,14 +261,19 @@ pub struct RowResolver<'q> {
     column: ColumnState,
 }
 
+/// Cells with a timestamp below this are past a family's `ttl` at `now_ms`.
+fn ttl_cutoff(ttl: Option<Duration>, now_ms: Timestamp) -> Option<Timestamp> {
+    ttl.map(|d| {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        now_ms.saturating_sub(ms)
+    })
+}
+
 impl<'q> RowResolver<'q> {
     /// A resolver for `family` and `params`.
     pub fn new(family: &FamilyDescriptor, params: ReadParams<'q>) -> Self {
         let nvb = family.new_version_behavior;
-        let ttl_cutoff = family.ttl.map(|d| {
-            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-            params.now_ms.saturating_sub(ms)
-        });
+        let ttl_cutoff = ttl_cutoff(family.ttl, params.now_ms);
         RowResolver {
             params,
             nvb,
@@ -279,11 +287,19 @@ impl<'q> RowResolver<'q> {
                 params.max_versions.min(family.max_versions)
             },
             ttl_cutoff,
+            ttl: family.ttl,
             markers_in_range_only: family.keep_deleted_cells != KeepDeletedCells::False,
             delete_family: AtOrBelow::default(),
             delete_family_version: AtExactly::default(),
             column: ColumnState::default(),
         }
+    }
+
+    /// Judge TTLs at `now_ms` from here on: a Get that had no TTL family to read the clock
+    /// for reads it when the first cell with its own TTL comes.
+    pub fn set_now(&mut self, now_ms: Timestamp) {
+        self.params.now_ms = now_ms;
+        self.ttl_cutoff = ttl_cutoff(self.ttl, now_ms);
     }
 
     /// Forget the row: the next cell starts a new row (or family).
