@@ -977,6 +977,11 @@ impl BlockIter {
             self.valid = false;
             return Ok(());
         }
+        // The walk decodes its first entry against the anchor, whose key is an allocation of
+        // its own: asked for now, it arrives while the fences are searched.
+        if let Some(a) = &self.block.anchor {
+            prefetch_bytes(a.key.as_ptr(), a.key.len());
+        }
         // The last restart point whose key is < target.
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
         let fences = self.block.seek_fences();
