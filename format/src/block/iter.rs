@@ -1449,10 +1449,8 @@ mod tests {
             let block = Arc::new(Block::with_encoding(b.finish(), enc).unwrap());
             let restarts: Vec<usize> =
                 (0..block.num_restarts).map(|i| block.restart(i).unwrap()).collect();
-            let mut it = BlockIter::new(block);
-            it.seek_to_first().unwrap();
-            let mut i = 0;
-            while it.valid() {
+            // One step from where the cursor is: the claim and what `next` then finds.
+            let step = |it: &mut BlockIter, i: usize| -> Result<(), TestCaseError> {
                 let row = KeyRef::parse(it.key()).unwrap().row.to_vec();
                 let next_offset = it.next_offset;
                 let leaves = it.next_leaves_row(row.len());
@@ -1467,9 +1465,24 @@ mod tests {
                         "key {}: another row, not a restart point, not told", i
                     );
                 }
+                Ok(())
+            };
+            // Walking from the first entry, and from where a seek to each key lands (a Get's
+            // way in).
+            let mut it = BlockIter::new(block.clone());
+            it.seek_to_first().unwrap();
+            let mut i = 0;
+            while it.valid() {
+                step(&mut it, i)?;
                 i += 1;
             }
             prop_assert_eq!(i, ks.len());
+            let mut it = BlockIter::new(block);
+            for (i, k) in ks.iter().enumerate() {
+                it.seek(&KeyRef::parse(k).unwrap()).unwrap();
+                prop_assert_eq!(it.key(), k.as_slice());
+                step(&mut it, i)?;
+            }
         }
 
         #[test]
