@@ -322,6 +322,7 @@ impl<'q> RowResolver<'q> {
 
     /// [`RowResolver::push`] for a cell with tags: a per-cell TTL in them (SPEC.md §13 rule 7)
     /// expires the cell on its own.
+    #[inline(always)]
     pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Verdict {
         self.enter_column(key.qualifier);
         // MVCC: a read sees exactly the writes with seq <= its read point; a marker written
@@ -398,6 +399,7 @@ impl<'q> RowResolver<'q> {
     /// The column starts with its first cell, visible or not: `column_done` must describe the
     /// column of the cell just pushed, or a reader skipping a finished column would skip the
     /// next column's visible versions after its invisible ones.
+    #[inline(always)]
     fn enter_column(&mut self, qualifier: &[u8]) {
         if !self.column.started || self.column.qualifier.as_slice() != qualifier {
             let selected = self.params.columns.is_none_or(|c| c.contains(qualifier));
@@ -489,6 +491,7 @@ impl<'q> RowResolver<'q> {
         self.ttl_cutoff.is_some_and(|cut| ts < cut)
     }
 
+    #[inline(always)]
     fn put(&mut self, ts: Timestamp, seq: SeqNo) -> Verdict {
         if !self.column.selected {
             return Verdict::NotSelected;

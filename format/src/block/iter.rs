@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock};
 
 use super::encoding::{
-    coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, diff_restart_row,
-    key_suffix, push_suffix, Against, DataBlockEncoding, Decoded, Suffix,
+    coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, decode_simple,
+    diff_restart_row, key_suffix, push_suffix, Against, DataBlockEncoding, Decoded, Suffix,
 };
 use crate::bufpool;
 use crate::cell::{compare_bytes, KeyRef};
@@ -847,6 +847,32 @@ impl BlockIter {
                 } else {
                     (Against::Previous, key_suffix(&self.key))
                 };
+                // The common entry first, without the general decoder's call (see
+                // `decode_simple`); anything else, including every malformed entry, below.
+                let anchor_coords = match against {
+                    Against::Anchor(a) => Some(a),
+                    _ => None,
+                };
+                if let Some(d) = decode_simple(
+                    region,
+                    &mut self.key,
+                    &mut self.matched,
+                    base,
+                    anchor_coords,
+                ) {
+                    if let Err(e) = check_entry_key(&self.key, offset) {
+                        self.valid = false;
+                        return Err(e);
+                    }
+                    let (entry, next) = self.block.diff_position(offset, d);
+                    self.entry = entry;
+                    self.next_offset = next;
+                    return if at_restart {
+                        self.enter_next_restart()
+                    } else {
+                        Ok(())
+                    };
+                }
                 let decoded = decode_anchored(
                     region,
                     &mut self.key,
