@@ -160,10 +160,11 @@ impl<'a> Cursor<'a> {
         self.varint64_multi(what)
     }
 
-    /// [`Cursor::varint64`] for a caller with a slower way to fall back on: `None` for a
-    /// varint it does not end within the next 8 bytes, without the error path. Inlined
-    /// whole, where `varint64`'s 2–8-byte decode was called out of line (a scan's entry
-    /// decode, `decode_simple`: ~30 instructions a call).
+    /// [`Cursor::varint64`] for a caller with a slower way to fall back on: `None`, without
+    /// the error path, for a varint longer than 8 bytes, or longer than one with fewer than 8
+    /// bytes left (and at the buffer's end). Inlined whole, where `varint64`'s 2–8-byte
+    /// decode was called out of line (a scan's entry decode, `decode_simple`: ~30
+    /// instructions a call).
     #[inline(always)]
     pub fn varint64_short(&mut self) -> Option<u64> {
         let rest = self.buf.get(self.pos..)?;

@@ -849,6 +849,8 @@ impl BlockIter {
                 };
                 // The common entry first, without the general decoder's call (see
                 // `decode_simple`); anything else, including every malformed entry, below.
+                // It finishes on its own rather than through the general path's `Result`:
+                // joining them cost a cached scan 2% more instructions (callgrind).
                 let anchor_coords = match against {
                     Against::Anchor(a) => Some(a),
                     _ => None,
