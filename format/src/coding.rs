@@ -30,6 +30,20 @@ pub fn varint_len(mut v: u64) -> usize {
     n
 }
 
+/// The varint that ends within the 8 bytes of `w` (read little-endian) and its length in
+/// bytes; `None` when all 8 have the continuation bit.
+#[inline(always)]
+fn varint_in_word(w: u64) -> Option<(u64, usize)> {
+    let stops = !w & 0x8080_8080_8080_8080;
+    if stops == 0 {
+        return None;
+    }
+    // The last byte's high bit is bit 8·len − 1.
+    let bits = stops.trailing_zeros() + 1;
+    let kept = w & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
+    Some((gather7(kept), (bits / 8) as usize))
+}
+
 /// The 7-bit groups of the low bytes of `x` (each byte's high bit clear), low group first,
 /// packed together: `b0 | b1 << 7 | b2 << 14 | ...`.
 #[inline(always)]
@@ -173,15 +187,9 @@ impl<'a> Cursor<'a> {
             self.pos += 1;
             return Some(u64::from(b));
         }
-        let w = u64::from_le_bytes(*rest.first_chunk::<8>()?);
-        let stops = !w & 0x8080_8080_8080_8080;
-        if stops == 0 {
-            return None;
-        }
-        let bits = stops.trailing_zeros() + 1;
-        let kept = w & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
-        self.pos += (bits / 8) as usize;
-        Some(gather7(kept))
+        let (v, len) = varint_in_word(u64::from_le_bytes(*rest.first_chunk::<8>()?))?;
+        self.pos += len;
+        Some(v)
     }
 
     /// A varint of two bytes or more (or none left).
@@ -194,14 +202,9 @@ impl<'a> Cursor<'a> {
         // with masks and shifts, without a branch on the length.
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         if let Some(head) = rest.first_chunk::<8>() {
-            let w = u64::from_le_bytes(*head);
-            let stops = !w & 0x8080_8080_8080_8080;
-            if stops != 0 {
-                // The last byte's high bit is bit 8·len − 1.
-                let bits = stops.trailing_zeros() + 1;
-                let kept = w & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
-                self.pos += (bits / 8) as usize;
-                return Ok(gather7(kept));
+            if let Some((v, len)) = varint_in_word(u64::from_le_bytes(*head)) {
+                self.pos += len;
+                return Ok(v);
             }
         }
         self.varint64_long(what)
