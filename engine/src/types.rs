@@ -107,6 +107,7 @@ pub trait CellIter {
             key: self.key(),
             value: self.value(),
             tags: self.tags(),
+            last_in_row: false,
         })
     }
 

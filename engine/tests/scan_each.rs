@@ -7,7 +7,9 @@
 
 use std::ops::ControlFlow;
 
-use cellar::{Db, FamilyDescriptor, Filter, Get, Options, Put, Row, Scan, Table, TableDescriptor};
+use cellar::{
+    Db, Delete, FamilyDescriptor, Filter, Get, Options, Put, Row, Scan, Table, TableDescriptor,
+};
 
 fn table(dir: &std::path::Path) -> (Db, Table) {
     let db = Db::open(dir, Options::default()).unwrap();
@@ -30,7 +32,16 @@ fn streamed(t: &Table, s: Scan) -> Vec<Row> {
     t.scan_each(s, |r| {
         assert!(!r.is_empty());
         assert_eq!(r.cells().len(), r.len());
-        out.push(r.to_row());
+        let owned = r.to_row();
+        // The view's lookup (over packed cells, or a row of one borrowed cell) as the row's.
+        for c in r.cells() {
+            let q = c.qualifier;
+            assert_eq!(r.value(c.family, q), owned.value(c.family, q), "{owned:?}");
+            let longer = [q, b"x"].concat();
+            assert_eq!(r.value(c.family, &longer), None);
+            assert_eq!(r.value("zz", q), None);
+        }
+        out.push(owned);
         ControlFlow::Continue(())
     })
     .unwrap();
@@ -83,6 +94,78 @@ fn streamed_rows_equal_the_iterators_for_every_shape_of_scan() {
         assert!(!want.is_empty(), "{s:?} reads nothing");
         assert_eq!(streamed(&t, s.clone()), want, "{s:?}");
     }
+}
+
+/// Rows of one cell, which a scan over a file hands over borrowed as soon as the file's next
+/// entry shows the row ended: next to rows with cells in two families (two files, so the merge
+/// must see that the other file's next cell is of the same row), rows of markers alone in
+/// raw scans, a memstore holding newer cells of rows on file, and limits.
+#[test]
+fn rows_of_one_cell_are_handed_over_whole_and_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("a").max_versions(2))
+            .family(FamilyDescriptor::new("bbb")),
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..2000u32 {
+        let row = format!("r{i:05}");
+        let p = match i % 5 {
+            0 => Put::new(row.as_str()).add_at("a", "q", 10, format!("a{i}")),
+            1 => Put::new(row.as_str()).add_at("bbb", "q", 10, format!("b{i}")),
+            2 => Put::new(row.as_str())
+                .add_at("a", "q", 10, format!("a{i}"))
+                .add_at("bbb", "", 10, format!("b{i}")),
+            // A marker alone (below).
+            3 => Put::new(row.as_str()).add_at("bbb", "q", 10, "gone"),
+            _ => Put::new(row.as_str())
+                .add_at("a", "q", 10, format!("a{i}"))
+                .add_at("a", "q", 9, "older"),
+        };
+        t.put(p).unwrap();
+        if i % 5 == 3 {
+            t.delete(Delete::new(row.as_str()).family_at("bbb", 20))
+                .unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // Newer cells in the memstore for rows on file, some of them rows of one cell there.
+    for i in (0..2000u32).step_by(7) {
+        let row = format!("r{i:05}");
+        t.put(Put::new(row.as_str()).add_at("a", "q", 30, format!("new{i}")))
+            .unwrap();
+    }
+    let scans = [
+        Scan::new(),
+        Scan::new().raw(),
+        Scan::new().max_versions(2),
+        Scan::new().family("bbb"),
+        Scan::new().start_row("r00100").limit(33),
+        Scan::new().raw().limit(17),
+        Scan::new().batch(1),
+    ];
+    for s in scans {
+        let want = iterated(&t, s.clone());
+        assert!(!want.is_empty(), "{s:?} reads nothing");
+        assert_eq!(streamed(&t, s.clone()), want, "{s:?}");
+    }
+    // A row of a marker alone in a raw scan has no value to look up.
+    let mut markers = 0;
+    t.scan_each(Scan::new().raw().start_row("r00003").limit(1), |r| {
+        assert_eq!(r.key(), b"r00003");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.value("bbb", ""), None);
+        markers += r
+            .cells()
+            .filter(|c| c.cell_type != cellar::format::CellType::Put)
+            .count();
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(markers, 1);
 }
 
 #[test]

@@ -423,6 +423,16 @@ impl<'a> KeyProbe<'a> {
         self.key
     }
 
+    /// False when `other` is known to be of another row than the probe's key; true when it
+    /// is of the same row, or either key is malformed.
+    #[inline]
+    pub fn may_share_row(&self, other: &[u8]) -> bool {
+        match (self.row, row_if_well_formed(other)) {
+            (Some(r), Some(o)) => bytes_eq(r, o),
+            _ => true,
+        }
+    }
+
     /// `compare_keys(other, key)`: the order of `other` relative to the probe's key.
     #[inline]
     pub fn order_of(&self, other: &[u8]) -> Ordering {

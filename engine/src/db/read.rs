@@ -31,7 +31,7 @@ use crate::read::filter::{FilterEval, RowCheck};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
 use crate::read::resolve::{ReadParams, RowResolver};
-use crate::read::view::{CellSink, GetCells, RawCells, RowView};
+use crate::read::view::{CellRef, CellSink, GetCells, OneCell, RawCells, RowView};
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{CellIter, FileMeta, SeqNo, Timestamp};
 
@@ -1214,26 +1214,11 @@ impl ScanIter {
         let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);
         let mut row = Vec::new();
         let mut cells: RawCells<'_> = RawCells::default();
-        let mut returned = 0usize;
-        // Delivers the finished row's cells (if any) in chunks of `batch`; false to stop.
-        let mut deliver = |row: &[u8], cells: &RawCells| {
-            if cells.len() == 0 {
-                return true;
-            }
-            let chunk = match scan.batch {
-                Some(n) if n > 0 => n,
-                _ => cells.len(),
-            };
-            let mut from = 0;
-            while from < cells.len() {
-                let to = (from + chunk).min(cells.len());
-                if f(&RowView::raw(row, cells, from, to)).is_break() {
-                    return false;
-                }
-                from = to;
-            }
-            returned += 1;
-            returned < limit
+        let mut out = Deliver {
+            f: &mut f,
+            returned: 0,
+            limit,
+            batch: scan.batch,
         };
         // Why the cells are handed over by `run_forward` rather than read with `current` and
         // `next`: each of those walks every layer of cursors (merge, level, file, block) once
@@ -1248,13 +1233,38 @@ impl ScanIter {
                     return Ok(Some(Halt::PastStop));
                 }
                 if row.is_empty() || !bytes_eq(&row, key.row) {
-                    if !deliver(&row, &cells) {
+                    if !out.rows(&row, &cells) {
                         return Ok(Some(Halt::Done));
                     }
                     row.clear();
-                    row.extend_from_slice(key.row);
                     cells.clear();
                     resolvers.reset();
+                    if cur.last_in_row {
+                        // The row's only cell: resolved and handed over here, borrowed from
+                        // the block, with no copy of the row key or the value (and the next
+                        // cell, with no row gathered, starts a row without comparing keys).
+                        let mut one = OneCell::default();
+                        let seek = resolvers.push(&key, cur.value, cur.tags, &mut one)?;
+                        if let Some((family, cell_type)) = one.returned {
+                            let cell = CellRef {
+                                row: key.row,
+                                family,
+                                qualifier: key.qualifier,
+                                timestamp: key.timestamp,
+                                cell_type,
+                                value: if cell_type == CellType::Put {
+                                    cur.value
+                                } else {
+                                    &[]
+                                },
+                            };
+                            if !out.one(cell) {
+                                return Ok(Some(Halt::Done));
+                            }
+                        }
+                        return Ok(seek.map(Halt::Seek));
+                    }
+                    row.extend_from_slice(key.row);
                 }
                 Ok(resolvers
                     .push(&key, cur.value, cur.tags, &mut cells)?
@@ -1268,8 +1278,49 @@ impl ScanIter {
                 Some(Halt::Seek(target)) => merge.seek(&target)?,
             }
         }
-        deliver(&row, &cells);
+        out.rows(&row, &cells);
         Ok(())
+    }
+}
+
+/// Hands a streamed scan's rows to its callback and counts them against the limit.
+struct Deliver<'c, F> {
+    f: &'c mut F,
+    returned: usize,
+    limit: usize,
+    batch: Option<usize>,
+}
+
+impl<F: FnMut(&RowView<'_>) -> ControlFlow<()>> Deliver<'_, F> {
+    /// Deliver the finished row's cells (if any) in chunks of `batch`; false to stop.
+    fn rows(&mut self, row: &[u8], cells: &RawCells) -> bool {
+        if cells.len() == 0 {
+            return true;
+        }
+        let chunk = match self.batch {
+            Some(n) if n > 0 => n,
+            _ => cells.len(),
+        };
+        let mut from = 0;
+        while from < cells.len() {
+            let to = (from + chunk).min(cells.len());
+            if (self.f)(&RowView::raw(row, cells, from, to)).is_break() {
+                return false;
+            }
+            from = to;
+        }
+        self.returned += 1;
+        self.returned < self.limit
+    }
+
+    /// Deliver a row of the one cell `cell` (one chunk whatever `batch`); false to stop.
+    #[inline]
+    fn one(&mut self, cell: CellRef<'_>) -> bool {
+        if (self.f)(&RowView::one(cell)).is_break() {
+            return false;
+        }
+        self.returned += 1;
+        self.returned < self.limit
     }
 }
 

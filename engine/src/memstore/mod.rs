@@ -227,7 +227,12 @@ impl CellIter for MemIter<'_> {
     fn current(&self) -> Option<cellar_format::CellEntry<'_>> {
         self.cur.map(|e| {
             let (key, tags, value) = e.parts();
-            cellar_format::CellEntry { key, value, tags }
+            cellar_format::CellEntry {
+                key,
+                value,
+                tags,
+                last_in_row: false,
+            }
         })
     }
 }

@@ -344,7 +344,7 @@ impl CellIter for MergeIter<'_> {
                 Some((src, Some(bound))) => {
                     // Its row located once for the run, not at every cell.
                     let bound = KeyProbe::new(bound.key());
-                    src.run_forward(&mut |e| {
+                    src.run_forward(&mut |mut e| {
                         match bound.order_of(e.key) {
                             Ordering::Less => {}
                             Ordering::Equal => return false,
@@ -352,6 +352,11 @@ impl CellIter for MergeIter<'_> {
                                 passed_bound = true;
                                 return false;
                             }
+                        }
+                        // The source's next cell may be of another row while the runner-up's
+                        // is of this one: a newer version in the memstore of a row on file.
+                        if e.last_in_row && bound.may_share_row(e.key) {
+                            e.last_in_row = false;
                         }
                         stopped = !f(e);
                         !stopped

@@ -74,6 +74,9 @@ enum Cells<'a> {
     /// Packed cells, and the bytes their qualifiers and values are in.
     Raw(&'a [RawCell<'a>], &'a [u8]),
     Owned(&'a [Cell]),
+    /// A row of one cell, borrowed from where the scan read it (see
+    /// [`CellEntry::last_in_row`](cellar_format::CellEntry::last_in_row)).
+    One(CellRef<'a>),
 }
 
 impl<'a> RowView<'a> {
@@ -82,6 +85,14 @@ impl<'a> RowView<'a> {
         RowView {
             key: &row.key,
             cells: Cells::Owned(&row.cells),
+        }
+    }
+
+    /// A row of the one cell `cell`.
+    pub(crate) fn one(cell: CellRef<'a>) -> Self {
+        RowView {
+            key: cell.row,
+            cells: Cells::One(cell),
         }
     }
 
@@ -111,6 +122,7 @@ impl<'a> RowView<'a> {
         match self.cells {
             Cells::Raw(cells, _) => cells.len(),
             Cells::Owned(c) => c.len(),
+            Cells::One(_) => 1,
         }
     }
 
@@ -124,6 +136,7 @@ impl<'a> RowView<'a> {
         match self.cells {
             Cells::Raw(cells, bytes) => cells.get(i)?.to_ref(self.key, bytes),
             Cells::Owned(c) => c.get(i).map(CellRef::from),
+            Cells::One(c) => (i == 0).then_some(c),
         }
     }
 
@@ -174,6 +187,10 @@ impl<'a> RowView<'a> {
                 }
             }),
             Cells::Owned(cells) => owned_value(cells, family, q),
+            Cells::One(c) => (c.cell_type == CellType::Put
+                && bytes_eq(c.family.as_bytes(), family.as_bytes())
+                && bytes_eq(c.qualifier, q))
+            .then_some(c.value),
         }
     }
 
@@ -380,12 +397,34 @@ impl<'f, S: CellStore<'f>> RawCells<'f, S> {
     }
 }
 
+/// The cell type of a key resolution returns (never a marker code only compaction writes).
+#[inline(always)]
+fn returned_type(key: &KeyRef<'_>) -> Result<CellType> {
+    key.cell_type().ok_or_else(|| {
+        Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
+    })
+}
+
+/// Whether resolution returned the one cell it was given, and as what: a scan's row of one
+/// cell, whose cell the caller then borrows from where it read it rather than copying it.
+#[derive(Debug, Default)]
+pub(crate) struct OneCell<'f> {
+    /// The family's declared name and the cell's type, once returned.
+    pub(crate) returned: Option<(&'f str, CellType)>,
+}
+
+impl<'f> CellSink<'f> for OneCell<'f> {
+    #[inline(always)]
+    fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, _value: &[u8]) -> Result<()> {
+        self.returned = Some((family, returned_type(key)?));
+        Ok(())
+    }
+}
+
 impl<'f, S: CellStore<'f>> CellSink<'f> for RawCells<'f, S> {
     #[inline(always)]
     fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, value: &[u8]) -> Result<()> {
-        let cell_type = key.cell_type().ok_or_else(|| {
-            Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
-        })?;
+        let cell_type = returned_type(key)?;
         let at = self.bytes.0.len();
         self.bytes.0.reserve(key.qualifier.len() + value.len());
         // As `ColumnState::start`: no `memcpy` call for an empty qualifier.
