@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock};
 
 use super::encoding::{
-    coords_row, decode_anchored, decode_diff_coords, decode_diff_entry, decode_simple,
-    diff_restart_row, key_suffix, push_suffix, Against, DataBlockEncoding, Decoded, Suffix,
+    anchored_restart_leaves_row, coords_row, decode_anchored, decode_diff_coords,
+    decode_diff_entry, decode_simple, diff_restart_row, key_suffix, push_suffix, Against,
+    DataBlockEncoding, Decoded, Suffix,
 };
 use crate::bufpool;
 use crate::cell::{compare_bytes, KeyRef};
@@ -806,46 +807,59 @@ impl BlockIter {
     /// True when the next entry is known to hold another row than the current one, whose row
     /// is `row_len` bytes long; false when it is not known (or is the same row).
     ///
-    /// Read from the next entry's `shared` length alone, without decoding it: every key, and
-    /// every DIFF and ANCHORED_DIFF coordinates, start with the row's length and the row, and
-    /// an entry that is not a restart point shares exactly the longest prefix it has in common
-    /// with the entry before it (SPEC.md §4.3). So it shares fewer than `2 + row_len` bytes
-    /// if and only if its row differs. A restart entry (whose `shared` is 0 or counts the
-    /// anchor's bytes) and the end of the block answer false.
+    /// Read without decoding the next entry. Every key, and every DIFF and ANCHORED_DIFF
+    /// coordinates, start with the row's length and the row, and an entry that is not a
+    /// restart point shares exactly the longest prefix it has in common with the entry before
+    /// it (SPEC.md §4.3): so it shares fewer than `2 + row_len` bytes if and only if its row
+    /// differs, and its `shared` length alone tells. An ANCHORED_DIFF restart entry is told
+    /// from the anchor's bytes it shares and its delta
+    /// ([`anchored_restart_leaves_row`]); another encoding's restart entry and the end of the
+    /// block answer false.
     ///
     /// Why: a Get reads the cell after its row's last to see that the row ended, and decoding
-    /// it was ~300 of a cached Get's ~6,200 instructions (callgrind).
+    /// it was ~300 of a cached Get's ~6,200 instructions (callgrind); a scan hands a row of one
+    /// cell over at once when it knows ([`CellEntry::last_in_row`]).
     #[inline]
     pub fn next_leaves_row(&self, row_len: usize) -> bool {
-        let off = self.next_offset;
-        if !self.valid || off >= self.block.restarts_offset || off == self.next_restart_at {
-            return false;
-        }
-        let region = self
-            .block
-            .data
-            .get(off..self.block.restarts_offset)
-            .unwrap_or_default();
-        Cursor::new(region)
-            .varint32("entry shared length")
-            .is_ok_and(|shared| (shared as usize) < 2 + row_len)
+        self.valid && self.next_leaves(row_len)
     }
 
     /// [`BlockIter::next_leaves_row`] for the current entry's row, its length read from the
-    /// key (SPEC.md §3.1), for [`BlockIter::run`]'s every entry. Its own copy, forced inline:
-    /// called, it cost a cached scan 28 instructions a cell (callgrind). It reads `shared` as
-    /// a one-byte varint only: a longer one (128 bytes or more shared) answers not known.
+    /// key (SPEC.md §3.1), for [`BlockIter::run`]'s every entry.
     #[inline(always)]
     fn next_leaves_current_row(&self) -> bool {
+        self.key
+            .first_chunk::<2>()
+            .is_some_and(|len| self.next_leaves(usize::from(u16::from_le_bytes(*len))))
+    }
+
+    /// [`BlockIter::next_leaves_row`] on a valid iterator. Forced inline: called, it cost a
+    /// cached scan 28 instructions a cell (callgrind).
+    #[inline(always)]
+    fn next_leaves(&self, row_len: usize) -> bool {
         let off = self.next_offset;
-        if off >= self.block.restarts_offset || off == self.next_restart_at {
+        if off >= self.block.restarts_offset {
             return false;
         }
-        match (self.key.first_chunk::<2>(), self.block.data.get(off)) {
-            (Some(len), Some(&shared)) => {
-                shared < 0x80 && usize::from(shared) < 2 + usize::from(u16::from_le_bytes(*len))
-            }
-            _ => false,
+        let region = || {
+            self.block
+                .data
+                .get(off..self.block.restarts_offset)
+                .unwrap_or_default()
+        };
+        if off == self.next_restart_at {
+            return match (self.block.anchor.as_ref(), self.key.get(..2 + row_len)) {
+                (Some(anchor), Some(row)) => {
+                    anchored_restart_leaves_row(region(), anchor.coords(), row, self.matched)
+                }
+                _ => false,
+            };
+        }
+        match self.block.data.get(off) {
+            Some(&shared) if shared < 0x80 => usize::from(shared) < 2 + row_len,
+            _ => Cursor::new(region())
+                .varint32("entry shared length")
+                .is_ok_and(|shared| (shared as usize) < 2 + row_len),
         }
     }
 
@@ -1487,7 +1501,7 @@ mod tests {
     proptest! {
         /// `next_leaves_row` is sound (true only when the next entry's row differs) and fires
         /// where it can: on every next entry of another row in the block that is not a
-        /// restart point.
+        /// restart point, and at restart points too in ANCHORED_DIFF blocks.
         #[test]
         fn next_leaves_row_answers_from_the_shared_length(
             ks in keys_of_varied_rows(),
@@ -1516,9 +1530,12 @@ mod tests {
                     prop_assert!(next_row.is_some(), "key {}: claimed a next row at the end", i);
                     prop_assert_ne!(next_row.as_ref(), Some(&row), "key {}: same row", i);
                 } else if let Some(n) = &next_row {
+                    // ANCHORED_DIFF tells at restart points too (from the anchor).
+                    let untold = restarts.contains(&next_offset)
+                        && enc != DataBlockEncoding::AnchoredDiff;
                     prop_assert!(
-                        n == &row || restarts.contains(&next_offset),
-                        "key {}: another row, not a restart point, not told", i
+                        n == &row || untold,
+                        "key {}: another row, not told", i
                     );
                 }
                 Ok(())
