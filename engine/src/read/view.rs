@@ -397,34 +397,12 @@ impl<'f, S: CellStore<'f>> RawCells<'f, S> {
     }
 }
 
-/// The cell type of a key resolution returns (never a marker code only compaction writes).
-#[inline(always)]
-fn returned_type(key: &KeyRef<'_>) -> Result<CellType> {
-    key.cell_type().ok_or_else(|| {
-        Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
-    })
-}
-
-/// Whether resolution returned the one cell it was given, and as what: a scan's row of one
-/// cell, whose cell the caller then borrows from where it read it rather than copying it.
-#[derive(Debug, Default)]
-pub(crate) struct OneCell<'f> {
-    /// The family's declared name and the cell's type, once returned.
-    pub(crate) returned: Option<(&'f str, CellType)>,
-}
-
-impl<'f> CellSink<'f> for OneCell<'f> {
-    #[inline(always)]
-    fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, _value: &[u8]) -> Result<()> {
-        self.returned = Some((family, returned_type(key)?));
-        Ok(())
-    }
-}
-
 impl<'f, S: CellStore<'f>> CellSink<'f> for RawCells<'f, S> {
     #[inline(always)]
     fn push_cell(&mut self, key: &KeyRef<'_>, family: &'f str, value: &[u8]) -> Result<()> {
-        let cell_type = returned_type(key)?;
+        let cell_type = key.cell_type().ok_or_else(|| {
+            Error::InvalidArgument(format!("type code {} is not a cell type", key.type_code))
+        })?;
         let at = self.bytes.0.len();
         self.bytes.0.reserve(key.qualifier.len() + value.len());
         // As `ColumnState::start`: no `memcpy` call for an empty qualifier.
