@@ -17,6 +17,7 @@ mod skiplist;
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
+use cellar_format::cell::{bytes_eq, row_if_well_formed};
 use cellar_format::{compare_keys, CellKey, KeyRef};
 
 use crate::types::{CellIter, FamilyId, SeqNo};
@@ -235,6 +236,37 @@ impl CellIter for MemIter<'_> {
             }
         })
     }
+
+    /// As [`CellIter::next`] and `current` in a loop, telling each cell's `last_in_row` from
+    /// the next node's row: a scan over fresh writes hands rows of one cell over without
+    /// gathering them, as it does over files. A node inserted meanwhile between the two
+    /// (after the scan took its read point) is a write the scan does not see.
+    fn run_forward(
+        &mut self,
+        f: &mut dyn FnMut(cellar_format::CellEntry<'_>) -> bool,
+    ) -> crate::Result<()> {
+        while let Some(e) = self.cur {
+            let (key, tags, value) = e.parts();
+            let last_in_row = e.next().is_some_and(|n| {
+                matches!(
+                    (row_if_well_formed(key), row_if_well_formed(n.key())),
+                    (Some(a), Some(b)) if !bytes_eq(a, b)
+                )
+            });
+            let entry = cellar_format::CellEntry {
+                key,
+                value,
+                tags,
+                last_in_row,
+            };
+            if !f(entry) {
+                return Ok(());
+            }
+            self.back.clear();
+            self.cur = e.next();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -321,6 +353,64 @@ mod tests {
         it.seek_for_prev(&CellKey::first_on_row(b"r00").encode())
             .unwrap();
         assert!(!it.valid());
+    }
+
+    /// `run_forward` hands over the cells `next` steps to, each row's last one told as such,
+    /// and leaves the cursor where `prev` and `next` work from: after a step back that filled
+    /// the backward stack, run forward two cells, then one step back.
+    #[test]
+    fn run_forward_tells_rows_last_cells_and_steps_as_next() {
+        let m = MemStore::new(1);
+        let mut model = Vec::new();
+        for r in 0..12u64 {
+            for q in 0..(r % 5) {
+                let k = CellKey::new(
+                    format!("r{r:02}"),
+                    "cf",
+                    format!("q{q}"),
+                    3,
+                    CellType::Put,
+                    r,
+                );
+                m.insert(&k.as_ref(), b"v", b"").unwrap();
+                model.push(k.encode());
+            }
+        }
+        model.sort_by(|a, b| compare_keys(a, b));
+        let row = |k: &[u8]| KeyRef::parse(k).unwrap().row.to_vec();
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        let mut got = Vec::new();
+        it.run_forward(&mut |e| {
+            got.push((e.key.to_vec(), e.last_in_row));
+            true
+        })
+        .unwrap();
+        assert!(!it.valid());
+        let want: Vec<(Vec<u8>, bool)> = model
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                (
+                    k.clone(),
+                    model.get(i + 1).is_some_and(|n| row(n) != row(k)),
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        for i in 1..model.len() - 2 {
+            it.seek_for_prev(&model[i]).unwrap();
+            it.prev().unwrap();
+            let mut seen = 0;
+            it.run_forward(&mut |_| {
+                seen += 1;
+                seen < 3
+            })
+            .unwrap();
+            assert_eq!(it.key(), model[i + 1].as_slice());
+            it.prev().unwrap();
+            assert_eq!(it.key(), model[i].as_slice(), "from {i}");
+        }
     }
 
     /// The same key inserted twice (two mutations of one batch on one cell) keeps the later
