@@ -543,7 +543,7 @@ pub(crate) fn decode_simple(
 ///
 /// Why: a scan hands over a row of one cell at once when it knows the row ended
 /// ([`crate::CellEntry::last_in_row`]), and the rows before a restart point (one in four on
-/// the comparison's files) took the gathering path, ~100 instructions more (callgrind).
+/// the comparison's files) took the gathering path, ~170 instructions more (callgrind).
 #[inline(never)]
 pub(crate) fn anchored_restart_leaves_row(
     region: &[u8],

@@ -629,8 +629,8 @@ pub struct CellEntry<'a> {
     /// True when the cursor knows that the next cell is of another row, so that this one is
     /// its row's last ([`BlockIter::next_leaves_row`]); false when it does not know (at a
     /// block's end, at a restart point of a block not ANCHORED_DIFF, from a source that cannot
-    /// tell) or the next cell is of the same row. A scan hands such a row to its caller at once, borrowing the cell from
-    /// the block instead of copying it into the row it gathers.
+    /// tell) or the next cell is of the same row. A scan hands such a row to its caller at
+    /// once, borrowing the cell from the block instead of copying it into the row it gathers.
     pub last_in_row: bool,
 }
 
