@@ -305,11 +305,11 @@ mod tests {
         assert!(m.approximate_bytes() > 4 * 16);
     }
 
-    #[test]
-    fn backward_steps_match_a_sorted_model() {
+    /// A memstore of 12 rows of 0 to 4 cells (row 0 has none), so the per-row stack is empty,
+    /// short or long, and its keys in cell order.
+    fn rows_of_zero_to_four_cells() -> (MemStore, Vec<Vec<u8>>) {
         let m = MemStore::new(1);
         let mut model = Vec::new();
-        // Rows of 0 to 4 cells (row 0 has none), so the per-row stack is empty, short or long.
         for r in 0..12u64 {
             for q in 0..(r % 5) {
                 let k = CellKey::new(
@@ -325,6 +325,12 @@ mod tests {
             }
         }
         model.sort_by(|a, b| compare_keys(a, b));
+        (m, model)
+    }
+
+    #[test]
+    fn backward_steps_match_a_sorted_model() {
+        let (m, model) = rows_of_zero_to_four_cells();
         let mut it = m.iter();
         it.seek_to_last().unwrap();
         let mut back = Vec::new();
@@ -360,23 +366,7 @@ mod tests {
     /// the backward stack, run forward two cells, then one step back.
     #[test]
     fn run_forward_tells_rows_last_cells_and_steps_as_next() {
-        let m = MemStore::new(1);
-        let mut model = Vec::new();
-        for r in 0..12u64 {
-            for q in 0..(r % 5) {
-                let k = CellKey::new(
-                    format!("r{r:02}"),
-                    "cf",
-                    format!("q{q}"),
-                    3,
-                    CellType::Put,
-                    r,
-                );
-                m.insert(&k.as_ref(), b"v", b"").unwrap();
-                model.push(k.encode());
-            }
-        }
-        model.sort_by(|a, b| compare_keys(a, b));
+        let (m, model) = rows_of_zero_to_four_cells();
         let row = |k: &[u8]| KeyRef::parse(k).unwrap().row.to_vec();
         let mut it = m.iter();
         it.seek_to_first().unwrap();
