@@ -548,3 +548,101 @@ fn column_done_signals_a_seek_to_the_next_column() {
         Verdict::Invisible
     );
 }
+
+// ---- A row's first cell, judged without the resolver's state ----
+
+mod first_cell {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Type codes: the five stored types, and codes no cell type has.
+    const CODES: [u8; 8] = [4, 8, 10, 12, 14, 0, 13, 255];
+
+    fn family(
+        versions: u32,
+        min: u32,
+        ttl_ms: Option<u64>,
+        nvb: bool,
+        kdc: u8,
+    ) -> FamilyDescriptor {
+        let mut f = FamilyDescriptor::new("cf")
+            .max_versions(versions)
+            .min_versions(min)
+            .new_version_behavior(nvb)
+            .keep_deleted_cells(match kdc {
+                0 => KeepDeletedCells::False,
+                1 => KeepDeletedCells::True,
+                _ => KeepDeletedCells::Ttl,
+            });
+        if let Some(ms) = ttl_ms {
+            f = f.ttl(Duration::from_millis(ms));
+        }
+        f
+    }
+
+    /// Mostly puts: most of what a put's verdict depends on comes after its type.
+    fn code() -> impl Strategy<Value = u8> {
+        prop_oneof![3 => Just(CellType::Put as u8), 2 => proptest::sample::select(CODES.to_vec())]
+    }
+
+    fn tags(kind: u8, ttl: u64) -> Vec<u8> {
+        match kind {
+            0 => Vec::new(),
+            1 => cellar::tags::encode_cell_ttl(ttl),
+            // A tag of another type, then a cell TTL.
+            2 => {
+                let mut t = vec![9, 1, 0];
+                t.extend(cellar::tags::encode_cell_ttl(ttl));
+                t
+            }
+            // Damaged: a cell TTL tag cut short.
+            _ => vec![cellar::tags::TAG_CELL_TTL, 8, 1, 2],
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// `first_cell_verdict` is what `push_with_tags` says of a row's first cell, on a
+        /// fresh resolver and on one reset after resolving another row.
+        #[test]
+        fn agrees_with_push_after_reset(
+            (versions, min, ttl_ms, nvb, kdc) in (0u32..3, 0u32..3, proptest::option::of(0u64..60), any::<bool>(), 0u8..3),
+            (read_point, now, max_versions, raw) in (0u64..12, 0u64..90, 0u32..3, any::<bool>()),
+            columns in proptest::option::of(proptest::collection::btree_set(prop_oneof![Just(b"".to_vec()), Just(b"a".to_vec()), Just(b"b".to_vec())], 0..3)),
+            (lo, len) in (0u64..100, 0u64..120),
+            (q, ts, code, seq) in (prop_oneof![Just(""), Just("a"), Just("c")], 0u64..60, code(), 0u64..12),
+            (tag_kind, tag_ttl) in (0u8..4, 0u64..40),
+            earlier in proptest::collection::vec((prop_oneof![Just(""), Just("a"), Just("c")], 0u64..60, code(), 0u64..12), 0..6),
+        ) {
+            let f = family(versions, min, ttl_ms, nvb, kdc);
+            let p = ReadParams::new(read_point, now)
+                .columns(columns.as_ref())
+                .max_versions(max_versions)
+                .time_range(TimeRange::new(lo, lo.saturating_add(len)))
+                .raw(raw);
+            let tags = tags(tag_kind, tag_ttl);
+            let key = CellKey::new("r", "cf", q, ts, Put, seq);
+            let key = KeyRef { type_code: code, ..key.as_ref() };
+            let mut fresh = RowResolver::new(&f, p);
+            let want = fresh.push_with_tags(&key, &tags);
+            prop_assert_eq!(fresh.first_cell_verdict(&key, &tags), want);
+            // Another row's cells first (in key order, as a reader feeds them), then a reset.
+            let mut used = RowResolver::new(&f, p);
+            let mut others: Vec<CellKey> = earlier
+                .iter()
+                .map(|&(q, ts, code, seq)| {
+                    let k = CellKey::new("p", "cf", q, ts, Put, seq);
+                    KeyRef { type_code: code, ..k.as_ref() }.to_owned_key()
+                })
+                .collect();
+            others.sort();
+            for k in &others {
+                used.push_with_tags(&k.as_ref(), &[]);
+            }
+            used.reset();
+            prop_assert_eq!(used.first_cell_verdict(&key, &tags), want);
+            prop_assert_eq!(used.push_with_tags(&key, &tags), want);
+        }
+    }
+}

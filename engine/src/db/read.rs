@@ -786,8 +786,8 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
             .as_mut()
             .iter_mut()
             .find(|(name, _)| bytes_eq(name.as_bytes(), key.family))?;
-        if r.push_with_tags(key, tags).is_included() {
-            // (An included cell has a cell type: `push_with_tags` leaves out other codes.)
+        if r.first_cell_verdict(key, tags).is_included() {
+            // (An included cell has a cell type: the verdict leaves out other codes.)
             key.cell_type().map(|t| (*family, t))
         } else {
             None
@@ -1257,7 +1257,6 @@ impl ScanIter {
                     }
                     row.clear();
                     cells.clear();
-                    resolvers.reset();
                     if cur.last_in_row {
                         // The row's only cell: resolved and handed over here, borrowed from
                         // the block, with no copy of the row key or the value (and the next
@@ -1283,6 +1282,9 @@ impl ScanIter {
                         }
                         return Ok(None);
                     }
+                    // (Only a gathered row needs the resolvers' state: the one-cell path above
+                    // neither reads nor changes it.)
+                    resolvers.reset();
                     row.extend_from_slice(key.row);
                 }
                 Ok(resolvers
