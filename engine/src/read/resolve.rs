@@ -406,7 +406,7 @@ impl<'q> RowResolver<'q> {
     ///
     /// Why: a row's first cell meets no marker, no earlier put and no counted version, so
     /// its fate is a few comparisons against the read's parameters; through `reset` and
-    /// `push_with_tags`, a cached scan of rows of one cell spent ~85 instructions a row on
+    /// `push_with_tags`, a cached scan of rows of one cell spent ~65 instructions a row on
     /// the column's bookkeeping (callgrind). `tests/read_resolve.rs` checks the two agree on
     /// every combination of parameters, cell type and tags it generates.
     #[inline(always)]
