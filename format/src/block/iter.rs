@@ -715,7 +715,10 @@ impl BlockIter {
             if !f(entry) {
                 return Ok(());
             }
-            self.next()?;
+            match self.step_common() {
+                Some(r) => r?,
+                None => self.step_general()?,
+            }
         }
         Ok(())
     }
@@ -868,14 +871,72 @@ impl BlockIter {
         if !self.valid {
             return Ok(());
         }
+        match self.step_common() {
+            Some(r) => r,
+            None => self.step_general(),
+        }
+    }
+
+    /// A scan's common step, inlined into [`BlockIter::next`] and [`BlockIter::run`]: an
+    /// ANCHORED_DIFF entry of the common shape ([`decode_simple`]), decoded here directly
+    /// rather than through `parse_at`'s general case (the encoding's dispatch, the choice of
+    /// what it is encoded against, the restart array read through `Result`s). `None`, with
+    /// nothing changed, when the next entry is not of that shape: [`BlockIter::step_general`]
+    /// takes it. The iterator must be valid.
+    ///
+    /// Why: the general path cost a cached scan 5.5% more instructions (callgrind) inside
+    /// restart intervals. The comparison's files put a restart point every 4 entries, so the
+    /// restart entries (encoded against the anchor) take this path too: a quarter of a scan's
+    /// entries, which cost twice the others through `parse_at` (2.4% of a cached scan's
+    /// instructions saved). Inlined into `run` rather than called through `next`, the step
+    /// saves the call and its `Result` in memory: RESULTS.md, session 37.
+    #[inline(always)]
+    fn step_common(&mut self) -> Option<Result<(), Malformed>> {
+        let anchor = self.block.anchor.as_ref()?;
         let offset = self.next_offset;
-        // A scan's common step: an ANCHORED_DIFF entry, decoded here directly rather than
-        // through `parse_at`'s general case (the encoding's dispatch, the choice of what it is
-        // encoded against, the restart array read through `Result`s): 5.5% fewer instructions
-        // for a cached scan (callgrind) inside restart intervals. The comparison's files put a
-        // restart point every 4 entries, so the restart entries (encoded against the anchor)
-        // take this path too: a quarter of a scan's entries, which cost twice the others
-        // through `parse_at` (2.4% of a cached scan's instructions saved, callgrind).
+        if offset >= self.block.restarts_offset || offset > self.next_restart_at {
+            return None;
+        }
+        let region = self
+            .block
+            .data
+            .get(offset..self.block.restarts_offset)
+            .unwrap_or_default();
+        let at_restart = offset == self.next_restart_at;
+        let (anchor_coords, base) = if at_restart {
+            (Some(anchor.coords()), anchor.suffix)
+        } else {
+            (None, key_suffix(&self.key))
+        };
+        let d = decode_simple(
+            region,
+            &mut self.key,
+            &mut self.matched,
+            base,
+            anchor_coords,
+        )?;
+        // It finishes on its own rather than through the general path's `Result`: joining
+        // them cost a cached scan 2% more instructions (callgrind).
+        if let Err(e) = check_entry_key(&self.key, offset) {
+            self.valid = false;
+            return Some(Err(e));
+        }
+        let (entry, next) = self.block.diff_position(offset, d);
+        self.entry = entry;
+        self.next_offset = next;
+        Some(if at_restart {
+            self.enter_next_restart()
+        } else {
+            Ok(())
+        })
+    }
+
+    /// [`BlockIter::next`] for an entry [`BlockIter::step_common`] does not take: any other
+    /// ANCHORED_DIFF entry (including every malformed one) through the general decoder, and
+    /// the other encodings through `parse_at`.
+    #[inline(never)]
+    fn step_general(&mut self) -> Result<(), Malformed> {
+        let offset = self.next_offset;
         if let Some(anchor) = self.block.anchor.as_ref() {
             if offset < self.block.restarts_offset && offset <= self.next_restart_at {
                 let region = self
@@ -889,34 +950,6 @@ impl BlockIter {
                 } else {
                     (Against::Previous, key_suffix(&self.key))
                 };
-                // The common entry first, without the general decoder's call (see
-                // `decode_simple`); anything else, including every malformed entry, below.
-                // It finishes on its own rather than through the general path's `Result`:
-                // joining them cost a cached scan 2% more instructions (callgrind).
-                let anchor_coords = match against {
-                    Against::Anchor(a) => Some(a),
-                    _ => None,
-                };
-                if let Some(d) = decode_simple(
-                    region,
-                    &mut self.key,
-                    &mut self.matched,
-                    base,
-                    anchor_coords,
-                ) {
-                    if let Err(e) = check_entry_key(&self.key, offset) {
-                        self.valid = false;
-                        return Err(e);
-                    }
-                    let (entry, next) = self.block.diff_position(offset, d);
-                    self.entry = entry;
-                    self.next_offset = next;
-                    return if at_restart {
-                        self.enter_next_restart()
-                    } else {
-                        Ok(())
-                    };
-                }
                 let decoded = decode_anchored(
                     region,
                     &mut self.key,
@@ -1704,6 +1737,44 @@ mod tests {
             it.next().unwrap();
         }
         assert_eq!(got, keys);
+    }
+
+    /// A key that does not parse inside a well-formed block (a writer's bug: the block's
+    /// checksum holds) is an error at the entry, whichever way the cursor steps onto it.
+    #[test]
+    fn a_malformed_key_is_an_error_at_its_entry() {
+        let good = CellKey::new("r1", "cf", "a", 7, CellType::Put, 1).encode();
+        // Coordinates claiming a row of 0xffff bytes, with a suffix.
+        let mut bad = vec![0xff, 0xff, b'r', 2, b'c', b'f'];
+        bad.extend_from_slice(&[0; crate::cell::KEY_SUFFIX_LEN]);
+        bad[6 + 8] = CellType::Put as u8;
+        for encoding in [
+            DataBlockEncoding::Prefix,
+            DataBlockEncoding::Diff,
+            DataBlockEncoding::AnchoredDiff,
+        ] {
+            // The bad key as the second entry inside a restart interval, and as a restart entry.
+            for interval in [16, 1] {
+                let mut b = BlockBuilder::with_encoding(interval, encoding);
+                b.add(&good, b"v", b"");
+                b.add(&bad, b"w", b"");
+                let block = Arc::new(Block::with_encoding(b.finish(), encoding).unwrap());
+                let mut it = BlockIter::new(block.clone());
+                it.seek_to_first().unwrap();
+                assert!(it.next().is_err(), "{encoding:?} {interval}: next");
+                assert!(!it.valid());
+                let mut it = BlockIter::new(block);
+                it.seek_to_first().unwrap();
+                let mut seen = 0;
+                let r = it.run(&mut |e| {
+                    assert_eq!(e.key, good.as_slice());
+                    seen += 1;
+                    true
+                });
+                assert!(r.is_err(), "{encoding:?} {interval}: run");
+                assert_eq!(seen, 1);
+            }
+        }
     }
 
     #[test]
