@@ -1252,11 +1252,15 @@ impl ScanIter {
                     return Ok(Some(Halt::PastStop));
                 }
                 if row.is_empty() || !bytes_eq(&row, key.row) {
-                    if !out.rows(&row, &cells) {
-                        return Ok(Some(Halt::Done));
+                    // A gathered row to finish (none after a row of one cell, which leaves
+                    // `row` and `cells` empty).
+                    if !row.is_empty() {
+                        if !out.rows(&row, &cells) {
+                            return Ok(Some(Halt::Done));
+                        }
+                        row.clear();
+                        cells.clear();
                     }
-                    row.clear();
-                    cells.clear();
                     if cur.last_in_row {
                         // The row's only cell: resolved and handed over here, borrowed from
                         // the block, with no copy of the row key or the value (and the next
