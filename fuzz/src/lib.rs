@@ -45,6 +45,37 @@ pub fn scan_block(block: &Arc<Block>) -> BlockScan {
         let _ = it.entry_offset();
         out.forward_clean = it.next().is_ok();
     }
+    // `run`, a scan's loop, yields what `next` does and fails where it does.
+    let mut run = BlockIter::new(block.clone());
+    if run.seek_to_first().is_ok() {
+        let mut i = 0;
+        let r = run.run(&mut |e| {
+            assert_eq!(
+                Some(e.key),
+                out.forward.get(i).map(Vec::as_slice),
+                "run and next yield different keys"
+            );
+            assert_eq!(
+                Some(e.value),
+                out.values.get(i).map(Vec::as_slice),
+                "run and next yield different values"
+            );
+            i += 1;
+            i < SCAN_BUDGET
+        });
+        if i < SCAN_BUDGET {
+            assert_eq!(
+                i,
+                out.forward.len(),
+                "run and next end at different entries"
+            );
+            assert_eq!(
+                r.is_ok(),
+                out.forward_clean,
+                "run and next fail differently"
+            );
+        }
+    }
     out.backward_clean = it.seek_to_last().is_ok();
     while out.backward_clean && it.valid() && out.backward.len() < SCAN_BUDGET {
         assert!(
