@@ -33,6 +33,16 @@ pub struct Block {
     anchor: Option<Anchor>,
 }
 
+/// An ANCHORED_DIFF entry a forward step decodes ([`Block::anchored_step`]): its bytes to the
+/// end of the entries, whether it is a restart point, what it is encoded against and the
+/// suffix of that.
+struct AnchoredStep<'b> {
+    region: &'b [u8],
+    at_restart: bool,
+    against: Against<'b>,
+    base: Suffix,
+}
+
 /// The first entry of an ANCHORED_DIFF block.
 #[derive(Debug, Clone)]
 struct Anchor {
@@ -271,6 +281,39 @@ impl Block {
             size_of::<Fence>() * self.num_restarts
         };
         self.data.len() + fences
+    }
+
+    /// The ANCHORED_DIFF entry at `offset` that a forward step decodes, with `next_restart_at`
+    /// the iterator's next restart point and `prev_key` the whole key of the entry before:
+    /// `None` when the block is not ANCHORED_DIFF or `offset` lies past the restart point or
+    /// the entries (the general path then takes it).
+    #[inline(always)]
+    fn anchored_step<'b>(
+        &'b self,
+        offset: usize,
+        next_restart_at: usize,
+        prev_key: &[u8],
+    ) -> Option<AnchoredStep<'b>> {
+        let anchor = self.anchor.as_ref()?;
+        if offset >= self.restarts_offset || offset > next_restart_at {
+            return None;
+        }
+        let region = self
+            .data
+            .get(offset..self.restarts_offset)
+            .unwrap_or_default();
+        let at_restart = offset == next_restart_at;
+        let (against, base) = if at_restart {
+            (Against::Anchor(anchor.coords()), anchor.suffix)
+        } else {
+            (Against::Previous, key_suffix(prev_key))
+        };
+        Some(AnchoredStep {
+            region,
+            at_restart,
+            against,
+            base,
+        })
     }
 
     /// Ask the processor for the block's header (this struct), which a seek reads first. A
@@ -892,27 +935,20 @@ impl BlockIter {
     /// saves the call and its `Result` in memory: RESULTS.md, session 37.
     #[inline(always)]
     fn step_common(&mut self) -> Option<Result<(), Malformed>> {
-        let anchor = self.block.anchor.as_ref()?;
         let offset = self.next_offset;
-        if offset >= self.block.restarts_offset || offset > self.next_restart_at {
-            return None;
-        }
-        let region = self
+        let step = self
             .block
-            .data
-            .get(offset..self.block.restarts_offset)
-            .unwrap_or_default();
-        let at_restart = offset == self.next_restart_at;
-        let (anchor_coords, base) = if at_restart {
-            (Some(anchor.coords()), anchor.suffix)
-        } else {
-            (None, key_suffix(&self.key))
+            .anchored_step(offset, self.next_restart_at, &self.key)?;
+        let anchor_coords = match step.against {
+            Against::Anchor(a) => Some(a),
+            _ => None,
         };
+        let at_restart = step.at_restart;
         let d = decode_simple(
-            region,
+            step.region,
             &mut self.key,
             &mut self.matched,
-            base,
+            step.base,
             anchor_coords,
         )?;
         // It finishes on its own rather than through the general path's `Result`: joining
@@ -937,46 +973,37 @@ impl BlockIter {
     #[inline(never)]
     fn step_general(&mut self) -> Result<(), Malformed> {
         let offset = self.next_offset;
-        if let Some(anchor) = self.block.anchor.as_ref() {
-            if offset < self.block.restarts_offset && offset <= self.next_restart_at {
-                let region = self
-                    .block
-                    .data
-                    .get(offset..self.block.restarts_offset)
-                    .unwrap_or_default();
-                let at_restart = offset == self.next_restart_at;
-                let (against, base) = if at_restart {
-                    (Against::Anchor(anchor.coords()), anchor.suffix)
-                } else {
-                    (Against::Previous, key_suffix(&self.key))
-                };
-                let decoded = decode_anchored(
-                    region,
-                    &mut self.key,
-                    &mut self.matched,
-                    base,
-                    against,
-                    true,
-                )
-                .map_err(|m| Malformed(format!("entry at {offset}: {}", m.0)))
-                .and_then(|(d, _)| check_entry_key(&self.key, offset).map(|()| d));
-                return match decoded {
-                    Ok(d) => {
-                        let (entry, next) = self.block.diff_position(offset, d);
-                        self.entry = entry;
-                        self.next_offset = next;
-                        if at_restart {
-                            self.enter_next_restart()
-                        } else {
-                            Ok(())
-                        }
+        if let Some(step) = self
+            .block
+            .anchored_step(offset, self.next_restart_at, &self.key)
+        {
+            let at_restart = step.at_restart;
+            let decoded = decode_anchored(
+                step.region,
+                &mut self.key,
+                &mut self.matched,
+                step.base,
+                step.against,
+                true,
+            )
+            .map_err(|m| Malformed(format!("entry at {offset}: {}", m.0)))
+            .and_then(|(d, _)| check_entry_key(&self.key, offset).map(|()| d));
+            return match decoded {
+                Ok(d) => {
+                    let (entry, next) = self.block.diff_position(offset, d);
+                    self.entry = entry;
+                    self.next_offset = next;
+                    if at_restart {
+                        self.enter_next_restart()
+                    } else {
+                        Ok(())
                     }
-                    Err(e) => {
-                        self.valid = false;
-                        Err(e)
-                    }
-                };
-            }
+                }
+                Err(e) => {
+                    self.valid = false;
+                    Err(e)
+                }
+            };
         }
         self.parse_at(offset)?;
         Ok(())
