@@ -18,6 +18,16 @@
 //! over several blocks, rows longer than the word) the map does not decide and the seek
 //! descends the index as before.
 //!
+//! The map also remembers where each block it loaded lies in memory ([`BlockSpots`]: its
+//! header, first entries, restart array and anchor), so that a scan entering block `i` asks
+//! the processor for block `i + 1`'s lines before it gets there. Why: a cache filled by
+//! random reads holds a file's blocks, their headers and their anchors' keys scattered in
+//! memory in the order they were read; a scan then waited on a miss at each of those on
+//! entering each block (`perf`, cpu-clock: the first entry's first byte, the restart point
+//! after it, the cache's entry). Addresses only: a spot may outlive its block (evicted,
+//! read again elsewhere), and then the hint is wasted, nothing more; a block read from the
+//! file again notes its new spots.
+//!
 //! Built only when the index holds together: every index entry decodes, every separator
 //! parses, children lie before their parents and at increasing offsets on each level (SPEC.md
 //! §5), and the words never decrease. Otherwise there is no map and seeks descend the index,
@@ -26,7 +36,9 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::block::{Block, BlockHandle, BlockIter, BlockType};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+
+use crate::block::{prefetch_spots, Block, BlockHandle, BlockIter, BlockSpots, BlockType};
 use crate::cell::{compare_bytes, KeyRef};
 use crate::fence::Rows;
 use crate::index::IndexValue;
@@ -41,7 +53,14 @@ pub(crate) struct BlockMap {
     /// last block has none.
     words: Vec<u128>,
     handles: Vec<BlockHandle>,
+    /// Each block's spots, noted when it was last read from the file through the map (zero
+    /// before).
+    spots: Vec<NotedSpots>,
 }
+
+/// A block's [`BlockSpots`], shared by the reader's threads (hints: relaxed is enough).
+#[derive(Debug, Default)]
+struct NotedSpots([AtomicUsize; 4]);
 
 /// Where a seek target stands in a [`BlockMap`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,9 +113,64 @@ impl BlockMap {
         self.handles.get(i).copied()
     }
 
+    /// The number of data blocks.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Note where block `i`, just read from the file, lies in memory.
+    pub(crate) fn note(&self, i: usize, block: &Arc<Block>) {
+        let Some(noted) = self.spots.get(i) else {
+            return;
+        };
+        let s = block.spots();
+        for (slot, v) in noted
+            .0
+            .iter()
+            .zip([s.header, s.start, s.restarts, s.anchor])
+        {
+            slot.store(v, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// Ask the processor for block `i`'s noted spots (nothing for a block never noted).
+    #[inline]
+    pub(crate) fn prefetch(&self, i: usize) {
+        let Some(noted) = self.spots.get(i) else {
+            return;
+        };
+        let [header, start, restarts, anchor] =
+            noted.0.each_ref().map(|a| a.load(AtomicOrdering::Relaxed));
+        prefetch_spots(&BlockSpots {
+            header,
+            start,
+            restarts,
+            anchor,
+        });
+    }
+
+    /// Block `i`'s noted spots (tests).
+    #[cfg(test)]
+    pub(crate) fn noted(&self, i: usize) -> Option<BlockSpots> {
+        let [header, start, restarts, anchor] = self
+            .spots
+            .get(i)?
+            .0
+            .each_ref()
+            .map(|a| a.load(AtomicOrdering::Relaxed));
+        Some(BlockSpots {
+            header,
+            start,
+            restarts,
+            anchor,
+        })
+    }
+
     /// Bytes the map of a file of `data_blocks` blocks holds, its prefix allowed 64 bytes.
     pub(crate) fn estimate(data_blocks: u64) -> u64 {
-        let per_block = (size_of::<u128>() + size_of::<BlockHandle>()) as u64;
+        let per_block =
+            (size_of::<u128>() + size_of::<BlockHandle>() + size_of::<NotedSpots>()) as u64;
         data_blocks.saturating_mul(per_block).saturating_add(64)
     }
 
@@ -105,6 +179,7 @@ impl BlockMap {
         self.prefix.len()
             + self.words.len() * size_of::<u128>()
             + self.handles.len() * size_of::<BlockHandle>()
+            + self.spots.len() * size_of::<NotedSpots>()
     }
 
     /// Walk `reader`'s index and build its map; `None` when the index does not hold together
@@ -128,10 +203,12 @@ impl BlockMap {
         if words.windows(2).any(|w| w.first() > w.get(1)) {
             return None;
         }
+        let spots = handles.iter().map(|_| NotedSpots::default()).collect();
         Some(BlockMap {
             prefix,
             words,
             handles,
+            spots,
         })
     }
 }
@@ -196,4 +273,109 @@ fn word_after(bytes: &[u8], at: usize) -> u128 {
         d.copy_from_slice(s);
     }
     u128::from_be_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use crate::block::{BlockType, DataBlockEncoding};
+    use crate::reader::{BlockCache, CachedBlock, HFileReader, ReaderOptions};
+    use crate::{CellKey, CellType, HFileWriter, KeyRef, WriterOptions};
+
+    /// A cache that keeps everything and grants the map; blocks can be dropped by hand.
+    #[derive(Debug, Default)]
+    struct Cache(Mutex<HashMap<u64, CachedBlock>>);
+
+    impl BlockCache for Cache {
+        fn get(&self, _id: u64, offset: u64, _ty: BlockType) -> Option<CachedBlock> {
+            self.0.lock().unwrap().get(&offset).cloned()
+        }
+        fn insert(&self, _id: u64, offset: u64, _ty: BlockType, block: CachedBlock) {
+            self.0.lock().unwrap().insert(offset, block);
+        }
+        fn pin_bytes(&self, bytes: u64) -> Option<u64> {
+            Some(bytes)
+        }
+    }
+
+    fn file() -> Vec<u8> {
+        let mut o = WriterOptions::new("cf");
+        o.block_size = 256;
+        o.data_block_encoding = DataBlockEncoding::AnchoredDiff;
+        let mut w = HFileWriter::new(Vec::new(), "spots", o).unwrap();
+        for r in 0..400u32 {
+            let k = CellKey::new(format!("row{r:05}"), "cf", "q", 7, CellType::Put, 1);
+            w.append(&k.as_ref(), &[b'v'; 20]).unwrap();
+        }
+        w.finish().unwrap().0
+    }
+
+    /// Each block's noted spots are those of the block the cache now holds for it, or
+    /// nothing when no read through the map brought it from the file.
+    fn assert_noted(r: &HFileReader<&[u8]>, cache: &Cache, ctx: &str) {
+        let map = r.built_block_map().expect("the map is built");
+        for i in 0..map.len() {
+            let h = map.handle(i).unwrap();
+            let cached = cache.get(1, h.offset, BlockType::Data);
+            let want = match cached {
+                Some(CachedBlock::Keyed(b)) => b.spots(),
+                _ => Default::default(),
+            };
+            assert_eq!(map.noted(i), Some(want), "{ctx}: block {i}");
+        }
+    }
+
+    #[test]
+    fn blocks_read_through_the_map_note_where_they_lie() {
+        let bytes = file();
+        let cache = Arc::new(Cache::default());
+        let opts = ReaderOptions {
+            verify_checksums: true,
+            cache: Some((cache.clone(), 1)),
+        };
+        let r = HFileReader::open_with(&bytes[..], "spots", opts).unwrap();
+        // The map is built on a reader's second seek.
+        for _ in 0..2 {
+            r.iter().seek(&KeyRef::first_on_row(b"row00000")).unwrap();
+        }
+        let map = r.built_block_map().expect("the map is built");
+        assert!(map.len() > 20, "{} blocks", map.len());
+        // The two seeks' block came from the file before the map (once) and from the cache.
+        assert_eq!(map.noted(0), Some(Default::default()));
+        cache.0.lock().unwrap().clear();
+        let mut it = r.iter();
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        assert_eq!(n, 400);
+        assert_noted(&r, &cache, "after a walk from the file");
+        let first = map.noted(1).unwrap();
+        assert!(first.header != 0 && first.start != 0 && first.anchor != 0);
+        // The restart array lies inside the block (of ~256 bytes), after its first entries.
+        assert!(first.restarts > first.start && first.restarts - first.start < 1024);
+        // Blocks dropped from the cache and read again by seeks lie elsewhere now; a cached
+        // block read again notes nothing new.
+        let held: Vec<_> = (0..map.len())
+            .map(|i| {
+                r.read_keyed(map.handle(i).unwrap(), BlockType::Data)
+                    .unwrap()
+            })
+            .collect();
+        cache.0.lock().unwrap().retain(|&off, _| off % 2 == 0);
+        for r0 in (0..400).step_by(7) {
+            r.iter()
+                .seek(&KeyRef::first_on_row(format!("row{r0:05}").as_bytes()))
+                .unwrap();
+        }
+        assert_noted(&r, &cache, "after seeks");
+        let moved = (0..map.len())
+            .filter(|&i| map.noted(i) != Some(held[i].spots()))
+            .count();
+        assert!(moved > 0, "some blocks were read again");
+    }
 }

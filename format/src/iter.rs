@@ -291,7 +291,18 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             self.mapped = None;
             return Ok(());
         };
-        let block = self.reader.read_keyed(handle, BlockType::Data)?;
+        let (block, read) = self.reader.read_keyed_noting(handle, BlockType::Data)?;
+        if let Some(map) = self.reader.built_block_map() {
+            if read {
+                map.note(i, &block);
+            }
+            // A scan entering a block will enter its neighbour next (module blockmap).
+            match how {
+                Some(Descend::First) => map.prefetch(i.wrapping_add(1)),
+                Some(Descend::Last) => map.prefetch(i.wrapping_sub(1)),
+                _ => {}
+            }
+        }
         let mut level = Level {
             iter: BlockIter::new(block),
             handle,
@@ -366,6 +377,9 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Position on the first cell.
     pub fn seek_to_first(&mut self) -> Result<()> {
+        if let Some(map) = self.reader.built_block_map() {
+            return self.seek_to_end_mapped(0, map.len() == 0, true);
+        }
         self.reset_to_root();
         self.forward = true;
         self.position_root(Descend::First)?;
@@ -378,12 +392,39 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
 
     /// Position on the last cell.
     pub fn seek_to_last(&mut self) -> Result<()> {
+        if let Some(map) = self.reader.built_block_map() {
+            return self.seek_to_end_mapped(map.len().saturating_sub(1), map.len() == 0, false);
+        }
         self.reset_to_root();
         self.forward = false;
         self.position_root(Descend::Last)?;
         self.descend(Descend::Last)?;
         if !self.valid() {
             self.prev_block()?;
+        }
+        Ok(())
+    }
+
+    /// `seek_to_first` (`forward`) or `seek_to_last` through the block map, from its block
+    /// `i` (the first or the last; none when `empty`): the map's steps to the next block ask
+    /// for that block's lines ahead (module [`crate::blockmap`]), the index levels' do not.
+    fn seek_to_end_mapped(&mut self, i: usize, empty: bool, forward: bool) -> Result<()> {
+        self.data = None;
+        self.index.clear();
+        self.trail.clear();
+        self.mapped = None;
+        self.forward = forward;
+        if empty {
+            return Ok(());
+        }
+        let how = if forward {
+            Descend::First
+        } else {
+            Descend::Last
+        };
+        self.load_mapped(i, Some(how))?;
+        if !self.valid() && self.mapped.is_some() {
+            self.step_mapped(i, forward)?;
         }
         Ok(())
     }

@@ -385,6 +385,13 @@ impl<R: ReadAt> HFileReader<R> {
             .as_ref()
     }
 
+    /// The block map if already built: for a scan from the file's first block, which
+    /// does not count as a seek towards building it.
+    #[inline]
+    pub(crate) fn built_block_map(&self) -> Option<&BlockMap> {
+        self.pins.map.get().and_then(Option::as_ref)
+    }
+
     /// Bytes of the block map, once built (0 before, and when there is none).
     pub fn block_map_bytes(&self) -> usize {
         self.pins
@@ -471,17 +478,27 @@ impl<R: ReadAt> HFileReader<R> {
 
     /// Read a data or index block (through the cache).
     pub fn read_keyed(&self, h: BlockHandle, ty: BlockType) -> Result<Arc<Block>> {
+        self.read_keyed_noting(h, ty).map(|(b, _)| b)
+    }
+
+    /// [`HFileReader::read_keyed`], and whether the block was read from the file (not held
+    /// by the reader or its cache).
+    pub(crate) fn read_keyed_noting(
+        &self,
+        h: BlockHandle,
+        ty: BlockType,
+    ) -> Result<(Arc<Block>, bool)> {
         let slot = if self.pins.index.is_empty() || !self.pinnable_index(ty) {
             None
         } else {
             self.pins.index_slot(h.offset)
         };
         if let Some(b) = slot.and_then(OnceLock::get) {
-            return Ok(b.clone());
+            return Ok((b.clone(), false));
         }
         if let Some((cache, id)) = &self.opts.cache {
             if let Some(CachedBlock::Keyed(b)) = cache.get(*id, h.offset, ty) {
-                return Ok(b);
+                return Ok((b, false));
             }
         }
         let (raw, _) = self.read_block(h, &[ty])?;
@@ -500,7 +517,7 @@ impl<R: ReadAt> HFileReader<R> {
                 cache.insert(*id, h.offset, ty, cached);
             }
         }
-        Ok(block)
+        Ok((block, true))
     }
 
     /// Read bloom chunk `i` (through the cache).

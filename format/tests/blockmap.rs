@@ -222,6 +222,42 @@ fn check(bytes: &[u8], m: &BTreeMap<CellKey, Vec<u8>>, rng: &mut StdRng, ctx: &s
     }
     assert!(mapped.block_map_bytes() > 0, "{ctx}: the map was built");
     assert_eq!(plain.block_map_bytes(), 0, "{ctx}: declined");
+    // Whole walks from either end: through the map once it is built (each step into a
+    // block asks for its neighbour's lines ahead), through the index without one.
+    let want: Vec<(Vec<u8>, Vec<u8>)> = m.iter().map(|(k, v)| (k.encode(), v.clone())).collect();
+    for r in [&mapped, &plain] {
+        let mut it = r.iter();
+        let mut got = Vec::new();
+        it.seek_to_first().unwrap();
+        while let Some(c) = at(&it) {
+            got.push(c);
+            it.next().unwrap();
+        }
+        assert_eq!(got, want, "{ctx}: forward walk");
+        got.clear();
+        it.seek_to_last().unwrap();
+        while let Some(c) = at(&it) {
+            got.push(c);
+            it.prev().unwrap();
+        }
+        got.reverse();
+        assert_eq!(got, want, "{ctx}: backward walk");
+        // Turning part way and at the last cell (a cursor past either end stays there).
+        if want.len() > 1 {
+            it.seek_to_first().unwrap();
+            let k = rng.random_range(0..want.len() - 1);
+            for _ in 0..k {
+                it.next().unwrap();
+            }
+            it.next().unwrap();
+            it.prev().unwrap();
+            assert_eq!(at(&it).as_ref(), want.get(k), "{ctx}: turned back");
+            it.seek_to_last().unwrap();
+            it.prev().unwrap();
+            it.next().unwrap();
+            assert_eq!(at(&it).as_ref(), want.last(), "{ctx}: turned at the end");
+        }
+    }
     assert!(with.charged.load(Ordering::Relaxed) >= mapped.block_map_bytes() as u64);
     drop(mapped);
     assert_eq!(

@@ -322,6 +322,19 @@ impl Block {
         prefetch_bytes(Arc::as_ptr(self).cast(), size_of::<Block>());
     }
 
+    /// The addresses a scan entering the block reads first, for [`prefetch_spots`] to ask
+    /// for before the block is looked up (see [`crate::blockmap`]): its header (this struct
+    /// in its `Arc`), its first entries, its restart array and its anchor's key.
+    pub(crate) fn spots(self: &Arc<Self>) -> BlockSpots {
+        BlockSpots {
+            // `Arc` keeps its two counts before the value; a wrong guess only wastes the hint.
+            header: (Arc::as_ptr(self) as usize).wrapping_sub(2 * size_of::<usize>()),
+            start: self.data.as_ptr() as usize,
+            restarts: (self.data.as_ptr() as usize).wrapping_add(self.restarts_offset),
+            anchor: self.anchor.as_ref().map_or(0, |a| a.key.as_ptr() as usize),
+        }
+    }
+
     /// Ask the processor for the block's search fences, if built (reads the header).
     pub fn prefetch_fences(&self) {
         if let Some(Some(f)) = self.fences.get() {
@@ -375,6 +388,22 @@ impl Block {
         self.fences.get_or_init(|| self.build_fences()).as_ref()
     }
 
+    /// Restart point `i` read from the restart array, even when fences are built: a scan
+    /// entering a block has its array in cache (the prefetch of [`Block::spots`]), the
+    /// fences are another allocation elsewhere.
+    #[inline]
+    fn restart_in_array(&self, i: usize) -> Result<usize, Malformed> {
+        let at = self.restarts_offset + 4 * i;
+        match self
+            .data
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        {
+            Some(b) => Ok(u32::from_le_bytes(b) as usize),
+            None => restart_truncated(i),
+        }
+    }
+
     fn restart(&self, i: usize) -> Result<usize, Malformed> {
         // Only fences already built: `build_fences` reads the offsets through here.
         if let Some(f) = self
@@ -385,12 +414,7 @@ impl Block {
         {
             return Ok(f.offset as usize);
         }
-        let at = self.restarts_offset + 4 * i;
-        let bytes = self
-            .data
-            .get(at..at + 4)
-            .ok_or_else(|| Malformed(format!("restart point {i} truncated")))?;
-        Ok(Cursor::new(bytes).u32("restart point")? as usize)
+        self.restart_in_array(i)
     }
 
     /// The whole key of the entry at restart point `i` (a restart entry shares nothing):
@@ -834,7 +858,18 @@ impl BlockIter {
             self.valid = false;
             return Ok(());
         }
-        self.seek_to_restart(0).map(|_| ())
+        // `seek_to_restart(0)` with the next point read from the array (as a scan's steps
+        // read it, `enter_next_restart`); the first point is 0 (checked at decode).
+        self.key.clear();
+        self.matched = 0;
+        self.restart_index = 0;
+        self.restart_at = 0;
+        self.next_restart_at = if self.block.num_restarts > 1 {
+            self.block.restart_in_array(1)?
+        } else {
+            usize::MAX
+        };
+        self.parse_at(0).map(|_| ())
     }
 
     /// Position on the last entry.
@@ -1010,14 +1045,15 @@ impl BlockIter {
     }
 
     /// The entry just decoded sits at restart point `restart_index + 1`: make it the current
-    /// one, reading the point after it from the fences when the block has them.
+    /// one, reading the point after it from the restart array (a scan's walk asked for its
+    /// lines on entering the block; fences, where built, lie elsewhere).
     #[inline]
     fn enter_next_restart(&mut self) -> Result<(), Malformed> {
         let i = self.restart_index + 1;
         self.restart_at = self.next_restart_at;
         self.restart_index = i;
         self.next_restart_at = if i + 1 < self.block.num_restarts {
-            match self.block.restart(i + 1) {
+            match self.block.restart_in_array(i + 1) {
                 Ok(at) => at,
                 Err(e) => {
                     self.valid = false;
@@ -1337,6 +1373,42 @@ fn restart_below(
             cmp_to(k, target) == Ordering::Less
         }
     })
+}
+
+#[cold]
+#[inline(never)]
+fn restart_truncated(i: usize) -> Result<usize, Malformed> {
+    malformed(format!("restart point {i} truncated"))
+}
+
+/// Where a block's first reads land ([`Block::spots`]): addresses only, never dereferenced,
+/// so they may outlive the block (then the prefetch asks for lines nobody needs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BlockSpots {
+    pub(crate) header: usize,
+    pub(crate) start: usize,
+    pub(crate) restarts: usize,
+    pub(crate) anchor: usize,
+}
+
+/// Ask the processor for the lines at `spots` (those of zero addresses left out): the
+/// header, a scan's first ~256 bytes of entries, two lines of restart points (a 16 KiB
+/// block has 10–30) and the anchor's key.
+pub(crate) fn prefetch_spots(spots: &BlockSpots) {
+    let at = std::ptr::without_provenance::<u8>;
+    if spots.header != 0 {
+        prefetch_bytes(
+            at(spots.header),
+            2 * size_of::<usize>() + size_of::<Block>(),
+        );
+    }
+    if spots.start != 0 {
+        prefetch_bytes(at(spots.start), 256);
+        prefetch_bytes(at(spots.restarts), 128);
+    }
+    if spots.anchor != 0 {
+        prefetch_bytes(at(spots.anchor), 64);
+    }
 }
 
 /// Ask the processor to bring the cache lines of `len` bytes at `p` into its caches.

@@ -16,6 +16,7 @@ mod iter;
 
 pub use builder::BlockBuilder;
 pub use encoding::DataBlockEncoding;
+pub(crate) use iter::{prefetch_spots, BlockSpots};
 pub use iter::{Block, BlockIter, CellEntry, Entry};
 
 use crate::checksum::block_checksum;
