@@ -45,6 +45,13 @@ pub struct HFileIter<'r, R: ReadAt> {
     /// instead of through the index levels (`index` is then empty): moving past its ends
     /// goes to the neighbouring block of the map.
     mapped: Option<usize>,
+    /// The cursor came to its map block walking from an end of the file or from the block
+    /// before, not by a seek: a scan, likely to walk on into the next block, which
+    /// `load_mapped` then asks for ahead. Not after a seek: a Get's or a short scan's
+    /// neighbour would be a cold line of hints and lines it never reads (probe, seeks of 100
+    /// rows over a cache filled by random Gets: 163.1k/s before the hints, 159.0k with a
+    /// prefetch on every step, 164.5k this way).
+    walking: bool,
 }
 
 impl<'r, R: ReadAt> HFileIter<'r, R> {
@@ -56,6 +63,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             trail: Vec::new(),
             forward: true,
             mapped: None,
+            walking: false,
         }
     }
 
@@ -277,6 +285,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         self.trail.clear();
         self.mapped = None;
         self.forward = true;
+        self.walking = false;
         if let MapPos::Block(i) = pos {
             self.load_mapped(i, search.then_some(Descend::Seek(target)))?;
         }
@@ -298,8 +307,8 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             }
             // A scan entering a block will enter its neighbour next (module blockmap).
             match how {
-                Some(Descend::First) => map.prefetch(i.wrapping_add(1)),
-                Some(Descend::Last) => map.prefetch(i.wrapping_sub(1)),
+                Some(Descend::First) if self.walking => map.prefetch(i.wrapping_add(1)),
+                Some(Descend::Last) if self.walking => map.prefetch(i.wrapping_sub(1)),
                 _ => {}
             }
         }
@@ -338,6 +347,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
                 Descend::Last
             };
             self.load_mapped(n, Some(how))?;
+            self.walking = true;
             if self.valid() || self.mapped.is_none() {
                 return Ok(());
             }
@@ -414,6 +424,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         self.trail.clear();
         self.mapped = None;
         self.forward = forward;
+        self.walking = true;
         if empty {
             return Ok(());
         }
