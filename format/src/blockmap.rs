@@ -34,9 +34,8 @@
 //! which reports whatever is wrong where it reads it.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
-
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 use crate::block::{prefetch_spots, Block, BlockHandle, BlockIter, BlockSpots, BlockType};
 use crate::cell::{compare_bytes, KeyRef};
@@ -58,7 +57,8 @@ pub(crate) struct BlockMap {
     spots: Vec<NotedSpots>,
 }
 
-/// A block's [`BlockSpots`], shared by the reader's threads (hints: relaxed is enough).
+/// A block's [`BlockSpots`], shared by the reader's threads. Relaxed and stored one by one:
+/// a reader may see a mix of two readings of the block, and then a hint is wasted.
 #[derive(Debug, Default)]
 struct NotedSpots([AtomicUsize; 4]);
 
@@ -358,8 +358,9 @@ mod tests {
         assert!(first.header != 0 && first.start != 0 && first.anchor != 0);
         // The restart array lies inside the block (of ~256 bytes), after its first entries.
         assert!(first.restarts > first.start && first.restarts - first.start < 1024);
-        // Blocks dropped from the cache and read again by seeks lie elsewhere now; a cached
-        // block read again notes nothing new.
+        // Blocks dropped from the cache and read again by seeks lie elsewhere now (`held`
+        // keeps the old ones alive) and are noted again; a cached block read again notes
+        // nothing new.
         let held: Vec<_> = (0..map.len())
             .map(|i| {
                 r.read_keyed(map.handle(i).unwrap(), BlockType::Data)
