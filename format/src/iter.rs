@@ -21,6 +21,17 @@ enum Descend<'t> {
     Seek(&'t KeyRef<'t>),
 }
 
+impl Descend<'_> {
+    /// The block's first cell walking forward, its last walking backward.
+    fn entering(forward: bool) -> Self {
+        if forward {
+            Descend::First
+        } else {
+            Descend::Last
+        }
+    }
+}
+
 /// A level of the cursor: an iterator over one block, and where that block is.
 #[derive(Debug)]
 struct Level {
@@ -341,12 +352,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
                 self.mapped = None;
                 return Ok(());
             };
-            let how = if forward {
-                Descend::First
-            } else {
-                Descend::Last
-            };
-            self.load_mapped(n, Some(how))?;
+            self.load_mapped(n, Some(Descend::entering(forward)))?;
             self.walking = true;
             if self.valid() || self.mapped.is_none() {
                 return Ok(());
@@ -388,7 +394,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// Position on the first cell.
     pub fn seek_to_first(&mut self) -> Result<()> {
         if let Some(map) = self.reader.built_block_map() {
-            return self.seek_to_end_mapped(0, map.len() == 0, true);
+            return self.seek_to_end_mapped(map.len(), true);
         }
         self.reset_to_root();
         self.forward = true;
@@ -403,7 +409,7 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
     /// Position on the last cell.
     pub fn seek_to_last(&mut self) -> Result<()> {
         if let Some(map) = self.reader.built_block_map() {
-            return self.seek_to_end_mapped(map.len().saturating_sub(1), map.len() == 0, false);
+            return self.seek_to_end_mapped(map.len(), false);
         }
         self.reset_to_root();
         self.forward = false;
@@ -415,25 +421,21 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
         Ok(())
     }
 
-    /// `seek_to_first` (`forward`) or `seek_to_last` through the block map, from its block
-    /// `i` (the first or the last; none when `empty`): the map's steps to the next block ask
-    /// for that block's lines ahead (module [`crate::blockmap`]), the index levels' do not.
-    fn seek_to_end_mapped(&mut self, i: usize, empty: bool, forward: bool) -> Result<()> {
+    /// `seek_to_first` (`forward`) or `seek_to_last` through a block map of `blocks` blocks,
+    /// from its first or last: the map's steps to the next block ask for that block's lines
+    /// ahead (module [`crate::blockmap`]), the index levels' do not.
+    fn seek_to_end_mapped(&mut self, blocks: usize, forward: bool) -> Result<()> {
         self.data = None;
         self.index.clear();
         self.trail.clear();
         self.mapped = None;
         self.forward = forward;
         self.walking = true;
-        if empty {
+        let Some(last) = blocks.checked_sub(1) else {
             return Ok(());
-        }
-        let how = if forward {
-            Descend::First
-        } else {
-            Descend::Last
         };
-        self.load_mapped(i, Some(how))?;
+        let i = if forward { 0 } else { last };
+        self.load_mapped(i, Some(Descend::entering(forward)))?;
         if !self.valid() && self.mapped.is_some() {
             self.step_mapped(i, forward)?;
         }
