@@ -515,16 +515,16 @@ impl<W: BatchWriter> Shared<W> {
     /// The end of a synced group's lead, its writers applied and woken: lead the next batch
     /// if `again` and work is queued, else step down and wake the next leader.
     ///
-    /// Why a synced group differs: its writers are each asleep for an fdatasync (~200 µs on
-    /// the comparison's disk), far longer than the applies. Stepping down before applying
+    /// Why a synced group differs: its writers are each asleep for an fdatasync (~150–200 µs
+    /// on the comparison's disk), far longer than the applies. Stepping down before applying
     /// (the unsynced groups' order) handed the next batch to a writer queued during this
     /// group's sync, while this group's writers, still unapplied, could not join it: 16
     /// fsyncing writers settled into two cohorts of ~8 taking turns, and each turn waited
     /// for a thread hand-off besides. Applied and woken first, the writers can queue again
-    /// before the next batch is taken (9–10 records a sync instead of 7.9), and leading
-    /// that batch here saves the hand-off (`probe sync`, 16 writers × 1,000 puts, medians
-    /// of 8 alternated runs: 28.3k puts/s before, 32k when applied first, 35k leading
-    /// again). Once only: this thread's own caller waits for it.
+    /// before the next batch is taken, and leading that batch here saves the hand-off: 7.9
+    /// → 9.8 records a sync, 26.7k → 32.3k puts/s (16 writers, benches/RESULTS.md session
+    /// 39). Unsynced groups keep the other order: theirs halved 16 `SyncWal` writers' rate.
+    /// Once only: this thread's own caller waits for it.
     fn lead_synced_group<'a>(
         &'a self,
         mut s: MutexGuard<'a, State>,
