@@ -41,6 +41,7 @@ fn compare_runs_cellar_and_reports_every_figure() {
         "readseq",
         "fillsync",
         "fillsync_group",
+        "group_records_per_sync",
         "write_amp",
         "disk_bytes",
         "peak_rss",
@@ -50,6 +51,9 @@ fn compare_runs_cellar_and_reports_every_figure() {
             .unwrap_or_else(|| panic!("{k} missing in {m}"));
         assert!(x > 0.0, "{k} = {x}");
     }
+    // Four writers, each with one record outstanding: no fdatasync carries more than four.
+    let per_sync = m["group_records_per_sync"].as_f64().unwrap();
+    assert!(per_sync <= 4.0, "{per_sync} records per sync");
     // fillrandom and overwrite draw 6000 keys with repeats from 3000: 1 - e^-2, about 86%.
     let live = m["live_bytes"].as_f64().unwrap() / 116.0;
     assert!((2450.0..2750.0).contains(&live), "{live} live keys");

@@ -48,6 +48,11 @@ pub trait Engine: Send + Sync {
     }
     /// Flush write buffers and wait for background compaction to go quiet (untimed).
     fn settle(&self) -> Result<()>;
+    /// Records the engine's log has written and the fdatasyncs it issued, so far: how many
+    /// writers' records an fsync carried. `None` where the engine does not tell.
+    fn log_counters(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Whether the engine's timed write figures are measured (the B-tree is loaded in large
     /// transactions instead: its per-write commit is another workload).
     fn timed_writes(&self) -> bool {
@@ -169,6 +174,11 @@ impl Engine for CellarEngine {
         self.db.flush()?;
         self.db.wait_for_compactions()?;
         Ok(())
+    }
+
+    fn log_counters(&self) -> Option<(u64, u64)> {
+        let w = self.db.stats().wal;
+        Some((w.records, w.syncs))
     }
 }
 

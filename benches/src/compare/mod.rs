@@ -9,7 +9,8 @@
 //! engine's batched read: Cellar's `get_many`, RocksDB's batched `MultiGet`, one redb read
 //! transaction per batch, fjall one key at a time), `seekrandom` (seek then `seek_nexts` entries), `readseq` (every entry). The
 //! B-tree (redb) instead loads the same set of keys untimed and runs the reads. Phase `sync`:
-//! `fillsync` (one writer, an fsync per put) and the same with 16 writers (group commit).
+//! `fillsync` (one writer, an fsync per put) and the same with 16 writers (group commit), with
+//! the records each of Cellar's fdatasyncs carried in that run (`Engine::log_counters`).
 //!
 //! Write amplification is the child's `write_bytes` from /proc/self/io (bytes the process sent
 //! to storage, every file included) over the user bytes written; disk size is the directory's
@@ -296,6 +297,7 @@ fn run_sync(a: &CompareArgs, engine: &dyn Engine) -> Result<Figures> {
     })?;
     f.insert("fillsync".into(), ops);
     let per = (4 * a.sync_ops / a.sync_threads as u64).max(1);
+    let log0 = engine.log_counters();
     let start = Instant::now();
     std::thread::scope(|s| -> Result<()> {
         let hs: Vec<_> = (0..a.sync_threads)
@@ -322,6 +324,14 @@ fn run_sync(a: &CompareArgs, engine: &dyn Engine) -> Result<Figures> {
     let group = total as f64 / start.elapsed().as_secs_f64().max(1e-9);
     f.insert("fillsync_group".into(), group);
     f.insert("group_commit_gain".into(), group / ops);
+    if let (Some((r0, s0)), Some((r1, s1))) = (log0, engine.log_counters()) {
+        if s1 > s0 {
+            f.insert(
+                "group_records_per_sync".into(),
+                (r1 - r0) as f64 / (s1 - s0) as f64,
+            );
+        }
+    }
     Ok(f)
 }
 
@@ -434,7 +444,7 @@ fn plain(v: f64) -> String {
     format!("{v:.2}")
 }
 
-const ROWS: [Row; 13] = [
+const ROWS: [Row; 14] = [
     Row {
         key: "fillrandom",
         label: "fillrandom ops/s",
@@ -492,6 +502,14 @@ const ROWS: [Row; 13] = [
     Row {
         key: "group_commit_gain",
         label: "group commit gain (N/1)",
+        higher_is_better: true,
+        show: plain,
+    },
+    // The steadiest figure of group commit where the disk's fsync rate wanders: how many
+    // writers' records one fdatasync carried (Cellar only: the peers do not count them).
+    Row {
+        key: "group_records_per_sync",
+        label: "records per fsync (N writers)",
         higher_is_better: true,
         show: plain,
     },
