@@ -1231,16 +1231,16 @@ mod loom_tests {
         });
     }
 
-    /// Two `append_applied` writers beside the background thread: each is applied exactly
-    /// once, after its record is durable, and returns only then; a lost hand-off of the lead
-    /// shows up as a loom deadlock.
-    #[test]
-    fn two_applied_writers() {
-        loom::model(|| {
-            let shared = Arc::new(Shared::new(1, FakeWriter::default()));
-            let bg = background(&shared);
-            let applied = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
-            let spawn = |bit: usize| {
+    /// `n` `append_applied` writers in `FsyncWal` beside the background thread: each is applied
+    /// exactly once, after its record is durable, and returns only then; a lost hand-off of
+    /// the lead shows up as a loom deadlock.
+    fn applied_writers(n: usize) {
+        let shared = Arc::new(Shared::new(1, FakeWriter::default()));
+        let bg = background(&shared);
+        let applied = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let threads: Vec<_> = (0..n)
+            .map(|i| {
+                let bit = 1 << i;
                 let (shared, applied) = (shared.clone(), applied.clone());
                 thread::spawn(move || {
                     let (s2, a2) = (shared.clone(), applied.clone());
@@ -1255,54 +1255,34 @@ mod loom_tests {
                     let now = applied.load(loom::sync::atomic::Ordering::SeqCst);
                     assert_ne!(now & bit, 0, "returned before its apply");
                 })
-            };
-            let a = spawn(1);
-            let b = spawn(2);
-            a.join().unwrap();
-            b.join().unwrap();
-            shared.close();
-            bg.join().unwrap();
-        });
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            applied.load(loom::sync::atomic::Ordering::SeqCst),
+            (1 << n) - 1
+        );
+        shared.close();
+        bg.join().unwrap();
     }
 
-    /// Three `append_applied` writers in `FsyncWal`: a synced group's leader applies and wakes
-    /// its writers before it steps down, and may lead the batch queued meanwhile itself
-    /// (`lead_synced_group`, which this model reaches); each apply still runs once, after its
-    /// record is durable, before its writer returns, and no hand-off is lost (a loom
-    /// deadlock). Bounded to two preemptions: three writers beside the background thread are
-    /// many interleavings.
+    /// Two applied writers ([`applied_writers`]).
+    #[test]
+    fn two_applied_writers() {
+        loom::model(|| applied_writers(2));
+    }
+
+    /// Three applied writers: a synced group's leader applies and wakes its writers before it
+    /// steps down, and may lead the batch queued meanwhile itself (`lead_synced_group`, which
+    /// this model reaches). Bounded to two preemptions: three writers beside the background
+    /// thread are many interleavings.
     #[test]
     fn three_applied_writers() {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(2);
-        model.check(|| {
-            let shared = Arc::new(Shared::new(1, FakeWriter::default()));
-            let bg = background(&shared);
-            let applied = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
-            let spawn = |bit: usize| {
-                let (shared, applied) = (shared.clone(), applied.clone());
-                thread::spawn(move || {
-                    let (s2, a2) = (shared.clone(), applied.clone());
-                    shared
-                        .append_applied(p(b"r"), Durability::FsyncWal, move |seq| {
-                            assert!(s2.watermarks().1 >= seq, "applied before synced");
-                            let was = a2.fetch_or(bit, loom::sync::atomic::Ordering::SeqCst);
-                            assert_eq!(was & bit, 0, "applied twice");
-                            Ok(())
-                        })
-                        .unwrap();
-                    let now = applied.load(loom::sync::atomic::Ordering::SeqCst);
-                    assert_ne!(now & bit, 0, "returned before its apply");
-                })
-            };
-            let threads = [spawn(1), spawn(2), spawn(4)];
-            for t in threads {
-                t.join().unwrap();
-            }
-            assert_eq!(applied.load(loom::sync::atomic::Ordering::SeqCst), 7);
-            shared.close();
-            bg.join().unwrap();
-        });
+        model.check(|| applied_writers(3));
     }
 
     /// An async writer and a `sync()` caller racing; sync must cover the record if it was
