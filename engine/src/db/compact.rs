@@ -1021,7 +1021,7 @@ pub(super) fn report(s: &super::Stats) -> String {
     let _ = writeln!(
         o,
         "WAL: device {}, segment {}, records {} in {} groups ({} copied through a map, largest \
-         {}), {:.1} MB, fdatasyncs {}",
+         {}), {:.1} MB, fdatasyncs {} ({} of them direct writes)",
         w.backend,
         w.current_segment,
         w.records,
@@ -1030,6 +1030,7 @@ pub(super) fn report(s: &super::Stats) -> String {
         w.max_group,
         mb(w.bytes),
         w.syncs,
+        w.direct_groups,
     );
     let p = &s.prefault;
     let _ = writeln!(

@@ -21,8 +21,10 @@ pub enum BackendKind {
     /// Measured against `Sync` (five alternated `compare-child --phase sync` runs of one
     /// binary, benches/RESULTS.md): one fsyncing writer 8.4k puts/s here against 9.7k, 16
     /// writers 37.9k against 37.4k. The kernel runs an io_uring fsync of a regular file on an
-    /// io-wq worker thread, so each synced group pays two more wake-ups. MISSION.md asks for
-    /// io_uring on Linux, so it stays the default; `Sync` is one setting away.
+    /// io-wq worker thread, so each synced group pays two more wake-ups. Since 2026-12-01 a
+    /// synced group that follows a synced group is written `O_DIRECT|O_DSYNC` instead, with
+    /// no fsync and no worker (uring.rs; SPEC.md §16.5). MISSION.md asks for io_uring on
+    /// Linux, so it stays the default; `Sync` is one setting away.
     #[default]
     Auto,
     /// io_uring (Linux): one `Write` linked to an `Fsync(DATASYNC)` per group. Opening fails if
@@ -55,4 +57,15 @@ pub trait WalDevice: Send + std::fmt::Debug {
     ) -> io::Result<()>;
     /// The implementation that runs ([`BackendKind::IoUring`] or [`BackendKind::Sync`]).
     fn kind(&self) -> BackendKind;
+    /// The writer is about to map `file` for unsynced groups (`WriteMap`): from now on the
+    /// file's page cache can be dirtied behind the device's back (by the prefault thread, at
+    /// any time), so the device must not write it with direct I/O, whose page cache
+    /// invalidation a concurrently dirtied page defeats (uring.rs).
+    fn mapping(&mut self, file: &Arc<dyn File>) {
+        let _ = file;
+    }
+    /// Synced writes done with direct I/O instead of an fdatasync, so far.
+    fn direct_writes(&self) -> u64 {
+        0
+    }
 }

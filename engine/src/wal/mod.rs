@@ -135,8 +135,12 @@ pub struct WalStats {
     pub groups: u64,
     /// Of those, groups copied through a memory map ([`WalOptions::mapped_writes`]).
     pub mapped_groups: u64,
-    /// fdatasyncs issued.
+    /// fdatasyncs issued, counting the direct writes below (each makes its bytes durable in
+    /// place of one).
     pub syncs: u64,
+    /// Synced groups written `O_DIRECT|O_DSYNC` instead of written and fdatasynced (io_uring
+    /// device; SPEC.md §16.5).
+    pub direct_groups: u64,
     /// Number of the segment being appended to.
     pub current_segment: u64,
     /// Most records written in one group.
@@ -150,6 +154,7 @@ pub(crate) struct StatsInner {
     groups: AtomicU64,
     mapped_groups: AtomicU64,
     syncs: AtomicU64,
+    direct_groups: AtomicU64,
     current_segment: AtomicU64,
     max_group: AtomicU64,
 }
@@ -448,6 +453,7 @@ impl Wal {
             groups: s.groups.load(Ordering::Relaxed),
             mapped_groups: s.mapped_groups.load(Ordering::Relaxed),
             syncs: s.syncs.load(Ordering::Relaxed),
+            direct_groups: s.direct_groups.load(Ordering::Relaxed),
             current_segment: s.current_segment.load(Ordering::Relaxed),
             max_group: s.max_group.load(Ordering::Relaxed),
         }
@@ -784,6 +790,7 @@ mod tests {
         assert_eq!(s.records, 4 * per);
         assert!(s.groups >= 1 && s.groups <= s.records, "{s:?}");
         assert!(s.mapped_groups <= s.groups, "{s:?}");
+        assert!(s.direct_groups <= s.syncs, "{s:?}");
         assert!(s.syncs >= 1 && s.max_group >= 1, "{s:?}");
         // Every record is at least as long as the shortest framing of its payload.
         let shortest = record::wal_framed_len(1, 0, 3) as u64;

@@ -318,6 +318,9 @@ impl Writer {
             self.seg.dirty = false;
             self.seg.synced = self.seg.offset;
             StatsInner::add(&self.stats.syncs, 1);
+            self.stats
+                .direct_groups
+                .store(self.device.direct_writes(), Ordering::Relaxed);
         }
         self.buf.clear();
         Ok(())
@@ -343,6 +346,7 @@ impl Writer {
         let Ok(len) = usize::try_from(len) else {
             return false;
         };
+        self.device.mapping(&self.seg.file);
         match self.seg.file.map_for_write(at, len) {
             None => self.seg.unmappable = true,
             Some(Err(e)) => {

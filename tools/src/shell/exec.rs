@@ -622,6 +622,7 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
             "max_group": s.wal.max_group,
             "bytes": s.wal.bytes,
             "syncs": s.wal.syncs,
+            "direct_groups": s.wal.direct_groups,
         },
         "prefault": {
             "active": s.prefault.active,
