@@ -156,8 +156,8 @@ fn fsync_wal_syncs_each_group() {
 /// Unsynced groups are copied through a map of the segment, synced ones written by the
 /// device, interleaved in one segment and across preallocation steps and rolls: every record
 /// reads back in order, also while the WAL is open (as recovery after a process crash would).
-/// Synced records come in runs of three, so that without maps the io_uring device writes the
-/// second and third of a run direct (block-padded, SPEC.md §16.5) between buffered groups.
+/// Synced records come in runs of three: synced groups after synced groups, in segments that
+/// also take unsynced ones (so never written direct, SPEC.md §16.5).
 #[test]
 fn mapped_and_written_groups_interleave_across_steps_and_rolls() {
     for backend in backends() {
@@ -204,13 +204,56 @@ fn mapped_and_written_groups_interleave_across_steps_and_rolls() {
             assert!(s.direct_groups <= s.syncs, "{s:?}");
             if backend == BackendKind::Sync {
                 assert_eq!(s.direct_groups, 0, "{s:?}");
-            } else if !effective && direct_io_here(d.path()) {
-                // Two of every run of three (the first follows an unsynced group).
-                assert!(s.direct_groups >= synced / 2, "{synced} synced: {s:?}");
             }
             w.close().unwrap();
             assert_eq!(read_all(d.path(), RecoveryMode::Strict), want);
         }
+    }
+}
+
+/// With io_uring, every synced group of a segment after its first is written direct (SPEC.md
+/// §16.5, block-padded) until the segment takes an unsynced group; an explicit roll's LINK
+/// does not end that for the next segment. With and without maps; every record reads back.
+#[test]
+fn synced_groups_are_written_direct_until_an_unsynced_one() {
+    if !uring_available() {
+        return;
+    }
+    for mapped in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let direct = direct_io_here(d.path());
+        let o = WalOptions {
+            mapped_writes: mapped,
+            ..opts(BackendKind::IoUring, 64 << 20)
+        };
+        let w = Wal::open(real(), d.path(), o, 1).unwrap();
+        let mut want = Vec::new();
+        let mut put = |d: Durability| {
+            let seq = want.len() as u64 + 1;
+            let p = format!("{seq:>150}").into_bytes();
+            assert_eq!(w.append(&p, d).unwrap(), seq);
+            want.push((seq, p));
+        };
+        let direct_groups = |w: &Wal| w.stats().direct_groups;
+        for _ in 0..50 {
+            put(Durability::FsyncWal);
+        }
+        let first = if direct { 49 } else { 0 };
+        assert_eq!(direct_groups(&w), first, "mapped {mapped}");
+        put(Durability::SyncWal);
+        for _ in 0..20 {
+            put(Durability::FsyncWal);
+        }
+        assert_eq!(direct_groups(&w), first, "mapped {mapped}");
+        w.roll().unwrap();
+        for _ in 0..10 {
+            put(Durability::FsyncWal);
+        }
+        let s = w.stats();
+        assert_eq!(s.direct_groups, if direct { 58 } else { 0 }, "{s:?}");
+        assert_eq!(s.syncs, 80, "{s:?}");
+        w.close().unwrap();
+        assert_eq!(read_all(d.path(), RecoveryMode::Strict), want);
     }
 }
 

@@ -24,18 +24,24 @@
 //! of that first block with the same content (kept in memory, [`Direct`]) and fills the rest
 //! of the last block with zeros, which is what preallocated space reads as anyway and what the
 //! next group overwrites. The file's bytes are the same as after a buffered write; SPEC.md
-//! §16.5. Anything else (an unsynced write in between, a group larger than
-//! [`MAX_DIRECT`], a file system refusing `O_DIRECT` with `EINVAL`, a short direct write) takes
-//! the buffered path, whose fdatasync makes the file durable again and the next group direct.
+//! §16.5. Otherwise (the first synced group of a file, a group larger than [`MAX_DIRECT`], a
+//! file system refusing `O_DIRECT` with `EINVAL`, a short direct write) a synced group takes
+//! the buffered path, whose fdatasync makes the file durable again and the next group direct,
+//! unless the file took an unsynced group (below).
 //!
-//! A segment the writer maps for unsynced groups never gets a direct write
-//! ([`WalDevice::mapping`]): the prefault thread dirties the window's pages while the writer
-//! goes on, and a page dirtied while a direct write to it is in flight survives the kernel's
-//! invalidation after the write with its old bytes (zeros) — writeback would later put them
-//! over the durable records. Direct writes are for segments written by synced groups alone
-//! (the workload whose every put waits for the disk); the kernel keeps the buffered and direct
-//! descriptors coherent otherwise (it writes back and drops the cached range around a direct
-//! write).
+//! A segment that takes unsynced groups gets no more direct writes. Mapped
+//! ([`WalDevice::mapping`]), from the map's first group: the prefault thread dirties the
+//! window's pages while the writer goes on, and a page dirtied while a direct write to it is
+//! in flight survives the kernel's invalidation after the write with its old bytes (zeros) —
+//! writeback would later put them over the durable records. Written with `pwrite`, from the
+//! first unsynced group after a direct write: the kernel drops the cached pages a direct write
+//! covers, so the next buffered write into the last one reads it back from the disk first (a
+//! device round trip in the put that follows each synced group). (A segment's LINK written
+//! alone at an explicit roll is a `pwrite` before any direct write, and the writer never maps
+//! it, so a roll at each memstore flush does not end direct writes.) Direct writes are
+//! for segments written by synced groups alone (the workload whose every put waits for the
+//! disk); the kernel keeps the buffered and direct descriptors coherent otherwise (it writes
+//! back and drops the cached range around a direct write).
 //!
 //! Unsafe code: only the `push` calls; their safety argument is at each site.
 #![allow(unsafe_code)]
@@ -180,8 +186,8 @@ struct Direct {
     file: Option<Weak<dyn File>>,
     /// Its `O_DIRECT|O_DSYNC` descriptor, opened at the first direct write.
     fd: Option<OwnedFd>,
-    /// The descriptor could not be opened, or the writer maps the file (module docs): this
-    /// file takes the buffered path.
+    /// The descriptor could not be opened, or the file took unsynced groups (module docs):
+    /// this file takes the buffered path.
     refused: bool,
     /// Every byte of the file before this offset is durable, and the bytes from the block
     /// boundary at or below it up to it are the first `tail` bytes of the aligned buffer.
@@ -194,6 +200,8 @@ struct Direct {
     off: bool,
     /// Groups written direct (for tests and the counters).
     writes: u64,
+    /// The file has had a direct write.
+    wrote: bool,
 }
 
 impl Direct {
@@ -207,6 +215,7 @@ impl Direct {
             self.file = Some(Arc::downgrade(file));
             self.fd = None;
             self.refused = false;
+            self.wrote = false;
             self.end = None;
             self.tail = 0;
         }
@@ -439,6 +448,7 @@ impl UringDevice {
                     d.tail = keep;
                     d.end = Some(end);
                     d.writes += 1;
+                    d.wrote = true;
                     return Ok(true);
                 }
                 DirectResult::Retry if retries < MAX_WRITE_RETRIES => retries += 1,
@@ -519,6 +529,12 @@ impl WalDevice for UringDevice {
             // which io_uring hands to a kernel worker thread; `benches/benches/wal.rs` measured
             // it 3x slower than a plain pwrite for one SyncWal writer on this machine (50k vs
             // 146k appends/s), so such groups take the pwrite path.
+            // After a direct write, a file that takes unsynced groups is not written direct
+            // any more (module docs).
+            self.direct.track(file);
+            if self.direct.wrote {
+                self.direct.refused = true;
+            }
             return SyncDevice.write(file, offset, buf, false);
         }
         self.direct.track(file);
@@ -760,14 +776,6 @@ mod tests {
             if direct {
                 assert_eq!(dev.direct.writes, before + 2);
             }
-            // An unsynced write in between: the next synced group is buffered (its fdatasync
-            // covers both), the one after it direct again, its head block read back.
-            put(&mut dev, &mut want, pattern(4, 30), false);
-            put(&mut dev, &mut want, pattern(5, 10), true);
-            if direct {
-                assert_eq!(dev.direct.writes, before + 2);
-            }
-            put(&mut dev, &mut want, pattern(6, 3000), true);
             // A group larger than MAX_DIRECT is buffered; the next small one direct.
             put(&mut dev, &mut want, pattern(7, MAX_DIRECT + 1), true);
             put(&mut dev, &mut want, pattern(8, 7), true);
@@ -776,8 +784,14 @@ mod tests {
             put(&mut dev, &mut want, pattern(9, to_boundary), true);
             put(&mut dev, &mut want, pattern(10, 1), true);
             if direct {
-                assert_eq!(dev.direct.writes, before + 6);
+                assert_eq!(dev.direct.writes, before + 5);
             }
+            // An unsynced write: from then on the file's synced groups are buffered (their
+            // fdatasync covers it).
+            put(&mut dev, &mut want, pattern(4, 30), false);
+            put(&mut dev, &mut want, pattern(5, 10), true);
+            put(&mut dev, &mut want, pattern(6, 3000), true);
+            assert_eq!(dev.direct.writes, before + if direct { 5 } else { 0 });
             let mut back = vec![0u8; want.len()];
             f.read_exact_at(&mut back, 0).unwrap();
             assert!(

@@ -333,6 +333,12 @@ impl Writer {
         if !self.mapped_writes || self.seg.unmappable || self.buf.is_empty() {
             return false;
         }
+        if self.seg.offset == 0 && self.buf.len() as u64 == self.seg.head {
+            // The segment's LINK alone (an explicit roll, once per memstore flush): one pwrite.
+            // Mapping the segment for it would bar its synced groups from direct writes
+            // (`WalDevice::mapping`).
+            return false;
+        }
         let at = self.seg.offset;
         if let Some(m) = &mut self.seg.map {
             if m.write(at, &self.buf) {
