@@ -2,10 +2,13 @@
 //! asked, makes them durable.
 //!
 //! Contract of [`WalDevice::write`]: when it returns `Ok`, all of `buf` is written at `offset`
-//! (short writes were continued), and if `sync` is true an fdatasync of `file` has completed
-//! that *started after* every byte of `buf` (and every earlier write of the same thread) had
-//! completed. On `Err` nothing is promised and the WAL poisons itself; the device never retries
-//! a failed fsync. An empty `buf` with `sync` is a plain fdatasync.
+//! (short writes were continued), and if `sync` is true the file is durable up to the end of
+//! `buf`: an fdatasync of `file` has completed that *started after* every byte of `buf` (and
+//! every earlier write of the same thread) had completed, or — the io_uring device's direct
+//! path, SPEC.md §16.5 — every byte before `buf` was already durable and `buf` was written by
+//! an `O_DSYNC` direct write, whose completion makes it durable. On `Err` nothing is promised
+//! and the WAL poisons itself; the device never retries a failed fsync or a failed direct
+//! write. An empty `buf` with `sync` is a plain fdatasync.
 
 use std::io;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! thread is the group-commit leader (see `commit`).
 //!
 //! Per batch: frame its records into one buffer, write it with one device call (plus an
-//! fdatasync linked after it when the batch needs durability) and report the watermarks. After
+//! fdatasync linked after it when the batch needs durability, or a direct write in its place:
+//! `uring`) and report the watermarks. After
 //! the first failure `commit` calls it no more: the batch that failed and every later one are
 //! dropped, their waiters get `Poisoned`.
 //!
@@ -16,7 +17,8 @@
 //!
 //! Unsynced groups (`SyncWal`, `AsyncWal`) are copied into the segment through a shared map of
 //! its preallocated space (`WriteMap`, when [`Writer::mapped_writes`] and the file allows it)
-//! instead of a device write: the bytes are in the OS as after a `pwrite`, at the cost of a
+//! instead of a device write (except a segment's LINK written alone, see `copy_mapped`): the
+//! bytes are in the OS as after a `pwrite`, at the cost of a
 //! memcpy instead of a system call (a fifth of a single-threaded put's time). The map is a
 //! window from the group's offset to the end of the preallocated space (about one
 //! [`PREALLOC_STEP`]), replaced when a group passes its end, so at most that much of the
