@@ -20,7 +20,8 @@
 //!
 //! The map also remembers where each block it loaded lies in memory ([`BlockSpots`]: its
 //! header, first entries, restart array and anchor), so that a scan entering block `i` asks
-//! the processor for block `i + 1`'s lines before it gets there. Why: a cache filled by
+//! the processor for block `i + 1`'s lines before it gets there, and a seek asks for its own
+//! block's lines before it looks the block up in the cache. Why: a cache filled by
 //! random reads holds a file's blocks, their headers and their anchors' keys scattered in
 //! memory in the order they were read; a scan then waited on a miss at each of those on
 //! entering each block (`perf`, cpu-clock: the first entry's first byte, the restart point
