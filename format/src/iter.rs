@@ -301,8 +301,9 @@ impl<'r, R: ReadAt> HFileIter<'r, R> {
             // The block, asked for where the map saw it last before the cache is searched for
             // it: its header, first entries, restart array and anchor then arrive while the
             // cache's bucket and entry are read, instead of after. Cached Gets over the
-            // comparison's 1.73M rows: faster in 8 of 9 alternated rounds, medians +21% and
-            // +6% (RESULTS.md, session 41); seeks of 100 rows unchanged.
+            // comparison's 1.73M rows: faster in 11 of 12 alternated rounds (three sets,
+            // medians +21%, +6%, +8%; batched Gets +13%; RESULTS.md, session 41); seeks of
+            // 100 rows unchanged.
             map.prefetch(i);
             self.load_mapped(i, search.then_some(Descend::Seek(target)))?;
         }
