@@ -2,15 +2,14 @@
 //! `manifest-dump` and `wal-dump`, in text and JSON, on a copy of the small canonical database
 //! (`cellar::testkit::corruption`) written to a real directory with one file damaged. These
 //! are the tools an operator reaches for when a database is damaged, so whatever the damage
-//! they answer (an exit code, or an error the binary reports with exit 2) and never panic;
-//! a JSON answer is one JSON document.
+//! they answer (an exit code, or a typed error the binary reports with exit 1 or 2) and
+//! never panic; a JSON answer is one JSON document.
 //!
 //! Input: a file index byte, a cut byte (0: keep the length; otherwise cut the file to
 //! `len * cut / 256` bytes, which the tools, unlike a database open, must take as well), then
 //! (offset u16 LE, xor byte) triples applied to that file.
 #![no_main]
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use cellar::testkit::corruption::{Pristine, DIR};
@@ -79,14 +78,8 @@ fuzz_target!(|data: &[u8]| {
             }
         })
         .expect("the copy is damaged");
-    // The copy, on a real file system (tmpfs when there is one), where the tools read.
-    let shm = Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::tempdir_in(shm)
-    } else {
-        tempfile::tempdir()
-    }
-    .expect("a temporary directory");
+    // The copy, on a real file system, where the tools read.
+    let dir = cellar_fuzz::scratch_dir();
     for f in fs.files() {
         let Ok(rel) = f.strip_prefix(DIR) else {
             continue;

@@ -46,15 +46,7 @@ fuzz_target!(|data: &[u8]| {
         }
         return;
     }
-    // On tmpfs when there is one: the database's fsyncs and preallocations then cost no disk
-    // time, and the run gets through more inputs.
-    let shm = std::path::Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::tempdir_in(shm)
-    } else {
-        tempfile::tempdir()
-    }
-    .expect("a temporary directory");
+    let dir = cellar_fuzz::scratch_dir();
     let mut shell = Shell::open(dir.path(), Format::Json).expect("a fresh database opens");
     for s in &statements {
         let s = match s {

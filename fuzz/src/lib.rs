@@ -133,3 +133,15 @@ pub fn strictly_increasing(keys: &[Vec<u8>]) -> bool {
     keys.windows(2)
         .all(|w| cellar_format::compare_keys(&w[0], &w[1]) == std::cmp::Ordering::Less)
 }
+
+/// A fresh directory for a target's real files: on tmpfs when there is one, where fsyncs and
+/// preallocations cost no disk time and a run gets through more inputs.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary directory")
+}
