@@ -32,23 +32,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (path, _) = &p.files[usize::from(which) % p.files.len()];
-    let edits: Vec<(usize, u8)> = edits
-        .chunks_exact(3)
-        .map(|c| (usize::from(u16::from_le_bytes([c[0], c[1]])), c[2]))
-        .filter(|(_, x)| *x != 0)
-        .take(64)
-        .collect();
+    let edits = cellar_fuzz::byte_edits(edits);
     if edits.is_empty() {
         return;
     }
-    let outcome = p.trial_with(path, |bytes| {
-        for (off, x) in &edits {
-            if !bytes.is_empty() {
-                let at = off % bytes.len();
-                bytes[at] ^= x;
-            }
-        }
-    });
+    let outcome = p.trial_with(path, |bytes| cellar_fuzz::apply_edits(bytes, &edits));
     match outcome {
         Outcome::Wrong(why) => panic!("wrong answer after damaging {}: {why}", path.display()),
         Outcome::Panic(why) => panic!("panic after damaging {}: {why}", path.display()),

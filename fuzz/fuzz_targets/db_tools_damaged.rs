@@ -56,12 +56,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (path, _) = &p.files[usize::from(*which) % p.files.len()];
-    let edits: Vec<(usize, u8)> = edits
-        .chunks_exact(3)
-        .map(|c| (usize::from(u16::from_le_bytes([c[0], c[1]])), c[2]))
-        .filter(|(_, x)| *x != 0)
-        .take(64)
-        .collect();
+    let edits = cellar_fuzz::byte_edits(edits);
     if edits.is_empty() && *cut == 0 {
         return;
     }
@@ -70,12 +65,7 @@ fuzz_target!(|data: &[u8]| {
             if *cut != 0 {
                 bytes.truncate(bytes.len() * usize::from(*cut) / 256);
             }
-            for (off, x) in &edits {
-                if !bytes.is_empty() {
-                    let at = off % bytes.len();
-                    bytes[at] ^= x;
-                }
-            }
+            cellar_fuzz::apply_edits(bytes, &edits);
         })
         .expect("the copy is damaged");
     // The copy, on a real file system, where the tools read.

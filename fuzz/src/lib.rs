@@ -145,3 +145,24 @@ pub fn scratch_dir() -> tempfile::TempDir {
     }
     .expect("a temporary directory")
 }
+
+/// Byte changes read from a damage target's input: (offset u16 LE, xor byte) triples, the
+/// zero xors dropped, at most 64.
+pub fn byte_edits(input: &[u8]) -> Vec<(usize, u8)> {
+    input
+        .chunks_exact(3)
+        .map(|c| (usize::from(u16::from_le_bytes([c[0], c[1]])), c[2]))
+        .filter(|(_, x)| *x != 0)
+        .take(64)
+        .collect()
+}
+
+/// Apply [`byte_edits`] to `bytes`, each offset taken modulo the length.
+pub fn apply_edits(bytes: &mut [u8], edits: &[(usize, u8)]) {
+    for (off, x) in edits {
+        if !bytes.is_empty() {
+            let at = off % bytes.len();
+            bytes[at] ^= x;
+        }
+    }
+}
