@@ -528,3 +528,100 @@ fn status_reports_the_wal() {
     }
     assert!(v["report"].as_str().unwrap().contains("Prefault (process)"));
 }
+
+#[test]
+fn converters_and_formatter_print_values_as_hbase_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', 'cf'
+incr 't', 'r', 'cf:n', 42
+put 't', 'r', 'cf:s', 'caf\\xC3\\xA9', 5
+put 't', 'r', 'cf:a:b', 'colon', 5
+get 't', 'r', 'cf:n:toLong'
+get 't', 'r', {COLUMNS => ['cf:n:c(org.apache.hadoop.hbase.util.Bytes).toLong', 'cf:s']}
+scan 't', {COLUMNS => ['cf:s'], FORMATTER => 'toString'}
+get 't', 'r', 'cf:a:b'
+get 't', 'r', 'cf:s:toLong'
+scan 't', {FORMATTER => 'toMoney'}
+scan 't', {FORMATTER_CLASS => 'com.example.Money'}
+get 't', 'r', {COLUMN => 'cf:s', MAXLENGTH => 14}
+put 't', 'r', 'cf:x:toLong', 'stripped', 6
+get 't', 'r', 'cf:x'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let n = r#"{"row":"r","column":"cf:n","#;
+    assert!(
+        lines[4].starts_with(r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:n","#)
+            && lines[4].ends_with(r#""type":"Put","value":"42"}]}"#),
+        "{}",
+        lines[4]
+    );
+    assert!(
+        lines[5].contains(n) && lines[5].contains(r#""value":"42"}"#),
+        "{}",
+        lines[5]
+    );
+    assert!(
+        lines[5].contains(r#""value":"caf\\xC3\\xA9"}"#),
+        "{}",
+        lines[5]
+    );
+    assert_eq!(
+        lines[6],
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:s","timestamp":5,"type":"Put","value":"café"}]}"#
+    );
+    // Text after a second ':' that names no converter is part of the qualifier.
+    assert_eq!(
+        lines[7],
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:a:b","timestamp":5,"type":"Put","value":"colon"}]}"#
+    );
+    assert!(
+        lines[8].starts_with(r#"{"ok":false,"kind":"BadValue","#)
+            && lines[8].contains("toLong needs 8 bytes, the value has 5"),
+        "{}",
+        lines[8]
+    );
+    assert!(
+        lines[9].starts_with(r#"{"ok":false,"kind":"Unsupported","#),
+        "{}",
+        lines[9]
+    );
+    assert!(
+        lines[10].starts_with(r#"{"ok":false,"kind":"Unsupported","#),
+        "{}",
+        lines[10]
+    );
+    // MAXLENGTH cuts text output only; JSON keeps the value whole.
+    assert!(
+        lines[11].contains(r#""value":"caf\\xC3\\xA9""#),
+        "{}",
+        lines[11]
+    );
+    // As in HBase, a converter in a written column is not part of the qualifier.
+    assert_eq!(
+        lines[13],
+        r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:x","timestamp":6,"type":"Put","value":"stripped"}]}"#
+    );
+
+    let text = shell(
+        &db,
+        &[],
+        "get 't', 'r', {COLUMN => 'cf:s', MAXLENGTH => 14}\nscan 't', {COLUMNS => 'cf:n:toLong'}\n",
+    );
+    assert_eq!(text.code, 0, "{}", text.stdout);
+    assert_eq!(
+        text.stdout,
+        "COLUMN  CELL\n cf:s   timestamp=5, v\n1 row(s)\nTook X seconds\n".to_owned()
+            + &format!(
+                "ROW  COLUMN+CELL\n r   column=cf:n, timestamp={}, value=42\n1 row(s)\nTook X seconds\n",
+                text.stdout
+                    .split("timestamp=")
+                    .nth(2)
+                    .and_then(|s| s.split(',').next())
+                    .unwrap_or("?")
+            )
+    );
+}

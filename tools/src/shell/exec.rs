@@ -345,16 +345,17 @@ impl Shell {
                 t.put(p)?;
                 Output::Done
             }
-            Command::Get { table, get } => {
+            Command::Get { table, get, show } => {
                 let t = self.data_table(table)?;
                 let cells = t.get(get)?.map(|r| r.cells).unwrap_or_default();
                 Output::Cells {
                     get: true,
                     rows: usize::from(!cells.is_empty()),
-                    cells,
+                    cells: show.cells(&cells)?,
+                    max_length: show.max_length,
                 }
             }
-            Command::Scan { table, scan } => {
+            Command::Scan { table, scan, show } => {
                 let t = self.data_table(table)?;
                 let mut cells = Vec::new();
                 let mut rows = 0;
@@ -366,12 +367,13 @@ impl Shell {
                         rows += 1;
                         last = Some(row.key.clone());
                     }
-                    cells.extend(row.cells);
+                    cells.extend(show.cells(&row.cells)?);
                 }
                 Output::Cells {
                     get: false,
                     rows,
                     cells,
+                    max_length: show.max_length,
                 }
             }
             Command::Delete {
@@ -557,10 +559,12 @@ fn delete_all(
         Some(ColumnSpec {
             family,
             qualifier: Some(q),
+            ..
         }) => d.columns_at(family, q.clone(), at),
         Some(ColumnSpec {
             family,
             qualifier: None,
+            ..
         }) => d.family_at(family, at),
         None => families.iter().fold(d, |d, f| d.family_at(f, at)),
     }

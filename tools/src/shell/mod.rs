@@ -9,6 +9,7 @@
 //! otherwise the commands come from `-e`, a script file or stdin, every statement runs even
 //! after a failed one, and the exit code is 1 when any failed.
 
+pub mod convert;
 pub mod exec;
 pub mod filter;
 pub mod lexer;

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use cellar::{BloomType, Cell, CompressionType, FamilyDescriptor, KeepDeletedCells};
+use cellar::{BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells};
 use serde::Serialize;
 
+use super::convert::Shown;
 use super::ShellError;
 use crate::text::bin;
 
@@ -24,8 +25,11 @@ pub enum Output {
         get: bool,
         /// Rows returned.
         rows: usize,
-        /// The cells.
-        cells: Vec<Cell>,
+        /// The cells, their bytes made text by the command's converters.
+        cells: Vec<Shown>,
+        /// MAXLENGTH: text mode cuts each cell's `timestamp=..., value=...` to this many
+        /// characters.
+        max_length: Option<usize>,
     },
     /// `count`.
     Count(u64),
@@ -91,26 +95,27 @@ struct CellJson {
     value: String,
 }
 
-fn column_text(c: &Cell) -> String {
-    format!("{}:{}", bin(c.family.as_bytes()), bin(&c.qualifier))
-}
-
-fn cell_json(c: &Cell) -> CellJson {
+fn cell_json(c: &Shown) -> CellJson {
     CellJson {
-        row: bin(&c.row),
-        column: column_text(c),
+        row: c.row.clone(),
+        column: c.column.clone(),
         timestamp: c.timestamp,
         kind: c.cell_type.name(),
-        value: bin(&c.value),
+        value: c.value.clone(),
     }
 }
 
-/// `timestamp=5, value=v`, or `timestamp=5, type=DeleteColumn` for a marker (raw scans).
-fn cell_text(c: &Cell) -> String {
-    if c.cell_type == cellar::format::CellType::Put {
-        format!("timestamp={}, value={}", c.timestamp, bin(&c.value))
+/// `timestamp=5, value=v`, or `timestamp=5, type=DeleteColumn` for a marker (raw scans); cut
+/// to `max` characters (MAXLENGTH) as HBase cuts it.
+fn cell_text(c: &Shown, max: Option<usize>) -> String {
+    let s = if c.cell_type == cellar::format::CellType::Put {
+        format!("timestamp={}, value={}", c.timestamp, c.value)
     } else {
         format!("timestamp={}, type={}", c.timestamp, c.cell_type.name())
+    };
+    match max {
+        Some(n) => s.chars().take(n).collect(),
+        None => s,
     }
 }
 
@@ -241,16 +246,21 @@ impl Output {
                 out.push_str(m);
                 out.push('\n');
             }
-            Output::Cells { get, rows, cells } => {
+            Output::Cells {
+                get,
+                rows,
+                cells,
+                max_length,
+            } => {
                 let lines: Vec<(String, String)> = cells
                     .iter()
                     .map(|c| {
                         if *get {
-                            (format!(" {}", column_text(c)), cell_text(c))
+                            (format!(" {}", c.column), cell_text(c, *max_length))
                         } else {
                             (
-                                format!(" {}", bin(&c.row)),
-                                format!("column={}, {}", column_text(c), cell_text(c)),
+                                format!(" {}", c.row),
+                                format!("column={}, {}", c.column, cell_text(c, *max_length)),
                             )
                         }
                     })
@@ -419,17 +429,22 @@ impl From<cellar::Error> for ShellError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::convert::Show;
     use cellar::format::CellType;
+    use cellar::Cell;
 
     #[test]
     fn scan_text_matches_the_hbase_layout() {
         let out = Output::Cells {
             get: false,
             rows: 1,
-            cells: vec![
-                Cell::new("r1", "cf", "q", 123, CellType::Put, "v"),
-                Cell::new("r1", "cf", "", 99, CellType::DeleteFamily, ""),
-            ],
+            cells: Show::default()
+                .cells(&[
+                    Cell::new("r1", "cf", "q", 123, CellType::Put, "v"),
+                    Cell::new("r1", "cf", "", 99, CellType::DeleteFamily, ""),
+                ])
+                .unwrap(),
+            max_length: None,
         };
         assert_eq!(
             out.text(Duration::from_micros(1200)),
@@ -446,14 +461,17 @@ mod tests {
         let out = Output::Cells {
             get: true,
             rows: 1,
-            cells: vec![Cell::new(
-                vec![0u8, b'r'],
-                "cf",
-                vec![0xffu8],
-                1,
-                CellType::Put,
-                "a\"b\n",
-            )],
+            cells: Show::default()
+                .cells(&[Cell::new(
+                    vec![0u8, b'r'],
+                    "cf",
+                    vec![0xffu8],
+                    1,
+                    CellType::Put,
+                    "a\"b\n",
+                )])
+                .unwrap(),
+            max_length: None,
         };
         assert_eq!(
             out.text(Duration::ZERO),

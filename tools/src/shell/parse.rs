@@ -13,6 +13,7 @@ use cellar::{
     TableDescriptor, TableName,
 };
 
+use super::convert::{check_class, Converter, Show, NAMES};
 use super::filter::parse_filter;
 use super::lexer::{tokenize, Tok, Token};
 use super::{kind, Pos, ShellError};
@@ -48,6 +49,8 @@ pub struct ColumnSpec {
     pub family: String,
     /// Qualifier, absent for a whole family.
     pub qualifier: Option<Vec<u8>>,
+    /// `'cf:q:toLong'`: how get and scan print this column's values.
+    pub converter: Option<Converter>,
 }
 
 /// The marker `delete` writes.
@@ -201,10 +204,12 @@ pub enum Command {
     Get {
         table: String,
         get: Box<Get>,
+        show: Box<Show>,
     },
     Scan {
         table: String,
         scan: Box<Scan>,
+        show: Box<Show>,
     },
     Delete {
         table: String,
@@ -289,8 +294,8 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("drop", "drop 't'", "Drop a disabled table"),
     ("truncate", "truncate 't'", "Drop and recreate a table with the same families"),
     ("put", "put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}]", "Write a cell"),
-    ("get", "get 't', 'row'[, 'cf:q' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\"}]", "Read a row"),
-    ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\"}]", "Read rows"),
+    ("get", "get 't', 'row'[, 'cf:q[:toLong]' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read a row"),
+    ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read rows"),
     ("delete", "delete 't', 'row', 'cf:q' | 'cf'[, ts][, {TYPE => 'VERSION' | 'FAMILY_VERSION'}]", "Write a delete marker"),
     ("deleteall", "deleteall 't', 'row' | {ROWPREFIXFILTER => 'p'}[, 'cf:q' | 'cf'][, ts]", "Delete rows or columns"),
     ("incr", "incr 't', 'row', 'cf:q'[, n]", "Add to a counter"),
@@ -641,10 +646,25 @@ fn column_spec(a: &Arg) -> Result<ColumnSpec, ShellError> {
             "expected a column string such as 'cf:q' or 'cf'",
         ));
     };
-    let (fam, q) = match s.iter().position(|&c| c == b':') {
+    let (fam, mut q) = match s.iter().position(|&c| c == b':') {
         Some(i) => (&s[..i], Some(s[i + 1..].to_vec())),
         None => (&s[..], None),
     };
+    // HBase's `FAMILY:QUALIFIER:CONVERTER`: a known converter after the qualifier's first `:`
+    // (any other text there stays part of the qualifier).
+    let mut converter = None;
+    if let Some(qual) = &q {
+        if let Some(i) = qual.iter().position(|&c| c == b':') {
+            converter = Converter::from_column_suffix(&qual[i + 1..]).map_err(|e| {
+                let mut e = err(a.pos, e);
+                e.kind = kind::UNSUPPORTED;
+                e
+            })?;
+            if converter.is_some() {
+                q = Some(qual[..i].to_vec());
+            }
+        }
+    }
     let family = String::from_utf8(fam.to_vec())
         .ok()
         .filter(|f| cellar::schema::validate_name("family", f).is_ok())
@@ -660,6 +680,7 @@ fn column_spec(a: &Arg) -> Result<ColumnSpec, ShellError> {
     Ok(ColumnSpec {
         family,
         qualifier: q,
+        converter,
     })
 }
 
@@ -1265,6 +1286,7 @@ fn get(a: &mut Args) -> Result<Command, ShellError> {
     let table = a.table()?;
     let row = a.bytes("a row key string")?;
     let mut g = Get::new(row);
+    let mut show = Show::default();
     let mut cols: Vec<ColumnSpec> = Vec::new();
     while let Some(x) = a.items.pop_front() {
         match &x.val {
@@ -1289,13 +1311,12 @@ fn get(a: &mut Args) -> Result<Command, ShellError> {
                 if let Some(v) = m.take("FILTER") {
                     g = g.filter(filter_of(&v)?);
                 }
+                show_options(&mut m, &mut show)?;
                 m.done(&[
                     "AUTHORIZATIONS",
                     "CONSISTENCY",
                     "REGION_REPLICA_ID",
                     "ATTRIBUTES",
-                    "FORMATTER",
-                    "FORMATTER_CLASS",
                 ])?;
             }
             _ => {
@@ -1310,6 +1331,7 @@ fn get(a: &mut Args) -> Result<Command, ShellError> {
         }
     }
     for c in cols {
+        note_converter(&mut show, &c);
         g = match c.qualifier {
             Some(q) => g.column(c.family, q),
             None => g.family(c.family),
@@ -1318,12 +1340,14 @@ fn get(a: &mut Args) -> Result<Command, ShellError> {
     Ok(Command::Get {
         table,
         get: Box::new(g),
+        show: Box::new(show),
     })
 }
 
 fn scan(a: &mut Args) -> Result<Command, ShellError> {
     let table = a.table()?;
     let mut s = Scan::new();
+    let mut show = Show::default();
     if let Some(mut m) = a.opt_map()? {
         if let Some(v) = m.take("ROWPREFIXFILTER") {
             s = s.prefix(bytes_of(&v, "a row prefix")?);
@@ -1354,6 +1378,7 @@ fn scan(a: &mut Args) -> Result<Command, ShellError> {
         }
         if let Some(v) = m.take("COLUMNS").or_else(|| m.take("COLUMN")) {
             for c in columns_of(&v)? {
+                note_converter(&mut show, &c);
                 s = match c.qualifier {
                     Some(q) => s.column(c.family, q),
                     None => s.family(c.family),
@@ -1378,23 +1403,64 @@ fn scan(a: &mut Args) -> Result<Command, ShellError> {
                 s = s.reversed();
             }
         }
+        show_options(&mut m, &mut show)?;
         m.done(&[
-            "MAXLENGTH",
             "ALL_METRICS",
             "METRICS",
             "AUTHORIZATIONS",
             "CONSISTENCY",
             "ISOLATION_LEVEL",
             "ATTRIBUTES",
-            "FORMATTER",
-            "FORMATTER_CLASS",
             "REGION_REPLICA_ID",
         ])?;
     }
     Ok(Command::Scan {
         table,
         scan: Box::new(s),
+        show: Box::new(show),
     })
+}
+
+/// A column's converter, for the cells of that column (a whole family has none: HBase keys
+/// converters by `family:qualifier`).
+fn note_converter(show: &mut Show, c: &ColumnSpec) {
+    if let (Some(q), Some(conv)) = (&c.qualifier, c.converter) {
+        show.columns.insert((c.family.clone(), q.clone()), conv);
+    }
+}
+
+/// FORMATTER, FORMATTER_CLASS and MAXLENGTH, which get and scan share.
+fn show_options(m: &mut MapArgs, show: &mut Show) -> Result<(), ShellError> {
+    let unsupported = |pos: Pos, msg: String| {
+        let mut e = err(pos, msg);
+        e.kind = kind::UNSUPPORTED;
+        e
+    };
+    if let Some(v) = m.take("FORMATTER") {
+        let name = text_of(&v, "FORMATTER (a converter name such as 'toString')")?;
+        show.formatter = Converter::by_name(&name).ok_or_else(|| {
+            unsupported(v.pos, format!("unknown FORMATTER {name} (known: {NAMES})"))
+        })?;
+    }
+    if let Some(v) = m.take("FORMATTER_CLASS") {
+        let class = text_of(&v, "FORMATTER_CLASS (a class name)")?;
+        check_class(&class).map_err(|e| unsupported(v.pos, e))?;
+    }
+    if let Some(v) = m.take("MAXLENGTH") {
+        let n = nonneg(&v, "MAXLENGTH (a number of characters)")?;
+        show.max_length = Some(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(())
+}
+
+fn text_of(a: &Arg, what: &str) -> Result<String, ShellError> {
+    match &a.val {
+        Val::Str(s) => {
+            String::from_utf8(s.clone()).map_err(|_| err(a.pos, format!("expected {what}")))
+        }
+        Val::Word(w) => Ok(w.clone()),
+        _ => Err(err(a.pos, format!("expected {what}"))),
+    }
 }
 
 #[cfg(test)]
@@ -1461,6 +1527,21 @@ mod tests {
         };
         assert_eq!(get.max_versions, 3);
         assert_eq!((get.time_range.min, get.time_range.max), (1, 9));
+        let Command::Get { show, .. } =
+            one("get 't', 'r', {COLUMNS => ['cf:n:toLong', 'cf:a:b', 'cf'], FORMATTER => 'toHex'}")
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(show.formatter, Converter::Hex);
+        assert_eq!(
+            show.columns.get(&("cf".to_owned(), b"n".to_vec())),
+            Some(&Converter::Long)
+        );
+        assert_eq!(show.columns.len(), 1, "{show:?}");
+        let e = one("scan 't', {COLUMNS => 'cf:n:c(Money).toLong'}").unwrap_err();
+        assert_eq!(e.kind, kind::UNSUPPORTED);
+        assert!(e.to_string().contains("Money"), "{e}");
         let d = |s| match one(s).unwrap() {
             Command::Delete { kind, ts, .. } => (kind, ts),
             c => panic!("{c:?}"),
@@ -1517,7 +1598,7 @@ mod tests {
         );
         assert_eq!(
             err_text("get 42, 'r'"),
-            "line 1, column 5: expected a table name string (usage: get 't', 'row'[, 'cf:q' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\"}])"
+            "line 1, column 5: expected a table name string (usage: get 't', 'row'[, 'cf:q[:toLong]' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}])"
         );
         assert_eq!(
             err_text("frobnicate 't'"),
