@@ -110,7 +110,7 @@ pub use db::{
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;
 pub use prefault::PrefaultStats;
-pub use read::filter::{CompareOp, Filter};
+pub use read::filter::{CompareOp, Filter, Matcher, Pattern};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};
 pub use read::view::{CellRef, RowView};
 pub use schema::{

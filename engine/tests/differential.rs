@@ -97,8 +97,8 @@ use cellar::types::{now_ms, LATEST_TIMESTAMP};
 use cellar::ManualClock;
 use cellar::{
     Append, BloomType, CheckAndMutate, CompareOp, Db, Delete, FamilyDescriptor, Filter, Get,
-    Increment, KeepDeletedCells, Options, Put, Row, RowMutations, Scan, Snapshot, Table,
-    TableDescriptor, WriteBatch, WriteOptions,
+    Increment, KeepDeletedCells, Matcher, Options, Pattern, Put, Row, RowMutations, Scan, Snapshot,
+    Table, TableDescriptor, WriteBatch, WriteOptions,
 };
 use differential_model::{
     render, render_rows, text, Compaction, FamSpec, Model, NewCell, OutCell, OutRow, ReadQ,
@@ -702,10 +702,27 @@ impl Gen<'_> {
         format!("v{}", self.rng.random_range(0..hi)).into_bytes()
     }
 
+    /// A substring or regular expression, perhaps negated, that some rows (`r1`), qualifiers
+    /// (`ab`) and values (`v1`, `v12`) match and others do not; case differs on purpose.
+    fn matcher(&mut self) -> Matcher {
+        let m = if self.rng.random_bool(0.5) {
+            Matcher::substring(["V1", "1", "a", "R", "", "b"][self.rng.random_range(0..6)])
+        } else {
+            Matcher::regex(
+                ["^v1", "1$", "a.", "^r[0-1]$", "(?i)V2", "^$"][self.rng.random_range(0..6)],
+            )
+        };
+        if self.rng.random_bool(0.3) {
+            m.negated()
+        } else {
+            m
+        }
+    }
+
     /// A filter tree of depth at most 2; KeyOnly only at the top (alone or last in an And),
     /// where what it does to values is unambiguous.
     fn filter(&mut self, depth: u32) -> Filter {
-        let kinds = if depth == 0 { 13 } else { 9 };
+        let kinds = if depth == 0 { 15 } else { 11 };
         match self.rng.random_range(0..kinds) {
             0 => Filter::RowPrefix(
                 PREFIXES[self.rng.random_range(0..PREFIXES.len())]
@@ -753,11 +770,28 @@ impl Gen<'_> {
             }
             7 => Filter::Page(self.rng.random_range(1..=3)),
             8 => Filter::FirstKeyOnly,
-            9 | 10 => {
+            9 => {
+                let m = self.matcher();
+                match self.rng.random_range(0..3) {
+                    0 => Filter::RowMatch(m),
+                    1 => Filter::QualifierMatch(m),
+                    _ => Filter::ValueMatch(m),
+                }
+            }
+            10 => {
+                let (f, q) = (self.fam(), self.qual());
+                Filter::SingleColumnValueMatch {
+                    family: FAMILY_NAMES[f].to_owned(),
+                    qualifier: QUALS[q].as_bytes().to_vec(),
+                    matcher: self.matcher(),
+                    filter_if_missing: self.rng.random_bool(0.5),
+                }
+            }
+            11 | 12 => {
                 let n = self.rng.random_range(2..=3);
                 Filter::And((0..n).map(|_| self.filter(depth + 1)).collect())
             }
-            11 => {
+            13 => {
                 let n = self.rng.random_range(2..=3);
                 Filter::Or((0..n).map(|_| self.filter(depth + 1)).collect())
             }
@@ -1645,6 +1679,24 @@ fn get_engine(t: &Table, g: &Get) -> Result<Vec<OutRow>, Divergence> {
 /// child sees what the ones before it let through), Or the union (every child sees every
 /// cell); KeyOnly (generated only at the top, alone or last in an And) empties the values. A
 /// row left with no cell is not returned and not counted.
+/// HBase's comparators by their definitions: SubstringComparator lower-cases both sides as
+/// text; RegexStringComparator searches with DOTALL, a byte a character.
+fn oracle_match(m: &Matcher, b: &[u8]) -> bool {
+    let found = match &m.pattern {
+        Pattern::Substring(t) => String::from_utf8_lossy(b)
+            .to_lowercase()
+            .contains(&String::from_utf8_lossy(t).to_lowercase()),
+        Pattern::Regex(e) => regex::bytes::RegexBuilder::new(e)
+            .unicode(false)
+            .dot_matches_new_line(true)
+            .build()
+            .expect("the generator's expressions compile")
+            .is_match(b),
+        other => panic!("the generator makes no {other:?}"),
+    };
+    found != m.negate
+}
+
 fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
     fn eval(
         f: &Filter,
@@ -1676,6 +1728,23 @@ fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
                     .find(|c| c.ty == CellType::Put && c.family == *family && c.qual == *qualifier)
                 {
                     Some(c) => op.matches(&c.value, value),
+                    None => !filter_if_missing,
+                },
+            ),
+            Filter::RowMatch(m) => all(oracle_match(m, key)),
+            Filter::QualifierMatch(m) => each(&|c| oracle_match(m, &c.qual)),
+            Filter::ValueMatch(m) => each(&|c| oracle_match(m, &c.value)),
+            Filter::SingleColumnValueMatch {
+                family,
+                qualifier,
+                matcher,
+                filter_if_missing,
+            } => all(
+                match cells
+                    .iter()
+                    .find(|c| c.ty == CellType::Put && c.family == *family && c.qual == *qualifier)
+                {
+                    Some(c) => oracle_match(matcher, &c.value),
                     None => !filter_if_missing,
                 },
             ),

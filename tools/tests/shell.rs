@@ -625,3 +625,46 @@ get 't', 'r', 'cf:x'
             )
     );
 }
+
+#[test]
+fn substring_and_regex_filters_select_as_hbase_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', 'cf'
+put 't', 'u1', 'cf:name', 'Alice Smith'
+put 't', 'u2', 'cf:name', 'Bob'
+put 't', 'u10', 'cf:name', 'SMITHERS'
+put 't', 'x', 'cf:name', 'smith'
+scan 't', {FILTER => \"ValueFilter(=, 'substring:smith')\"}
+scan 't', {FILTER => \"RowFilter(=, 'regexstring:^u[0-9]$') AND ValueFilter(!=, 'substring:BOB')\"}
+count 't', {FILTER => \"SingleColumnValueFilter('cf', 'name', !=, 'regexstring:(?i)^smith')\"}
+scan 't', {FILTER => \"ValueFilter(=, 'regexstring:(')\"}
+scan 't', {FILTER => \"ValueFilter(>, 'substring:a')\"}
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let rows = |l: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["row"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(rows(lines[5]), ["u1", "u10", "x"], "case ignored");
+    assert_eq!(rows(lines[6]), ["u1"]);
+    assert_eq!(lines[7], r#"{"ok":true,"count":2}"#, "Alice Smith and Bob");
+    assert!(
+        lines[8].starts_with(r#"{"ok":false,"kind":"InvalidArgument","#),
+        "{}",
+        lines[8]
+    );
+    assert!(
+        lines[9].starts_with(r#"{"ok":false,"kind":"ParseError","#) && lines[9].contains("= or !="),
+        "{}",
+        lines[9]
+    );
+}

@@ -370,7 +370,7 @@ impl DbInner {
         now: Option<Timestamp>,
     ) -> Result<Option<Row>> {
         let fams = selected_families(t, &get.selection)?;
-        let mut eval = get.filter.as_ref().map(FilterEval::new);
+        let mut eval = get.filter.as_ref().map(FilterEval::new).transpose()?;
         // The row-key stage first: a row it rejects costs no file access.
         if let Some(e) = eval.as_mut() {
             if e.check_row(&get.row) != RowCheck::Include {
@@ -1001,13 +1001,17 @@ impl ScanIter {
         let now = db.opts.clock.now_ms();
         let t = table_info(&sv, table)?.clone();
         selected_families(&t, &scan.selection)?;
-        let eval = scan.filter.as_ref().map(|f| {
-            if scan.reversed {
-                FilterEval::reversed(f)
-            } else {
-                FilterEval::new(f)
-            }
-        });
+        let eval = scan
+            .filter
+            .as_ref()
+            .map(|f| {
+                if scan.reversed {
+                    FilterEval::reversed(f)
+                } else {
+                    FilterEval::new(f)
+                }
+            })
+            .transpose()?;
         let start = &scan.start_row;
         let resume = match (scan.reversed, scan.exclusive_start) {
             (false, false) => Resume::From(start.clone()),

@@ -13,13 +13,15 @@
 //!    row that can match, or "no later row can match"; the scan seeks there (one index descent
 //!    per file) instead of reading what lies between, or ends.
 //! 2. **Cells, after version resolution** ([`FilterEval::finish_row`]): [`Filter::ColumnPrefix`],
-//!    [`Filter::Qualifier`], [`Filter::Value`] and [`Filter::Timestamps`] look at each resolved
-//!    cell. As the brief of this engine asks, they see what resolution returns: with
-//!    `max_versions(1)` a `Timestamps([5])` filter matches only when version 5 is the newest
-//!    visible one (HBase runs filters before version counting and would return version 5).
-//! 3. **Row post-check**, on the row's resolved cells: [`Filter::SingleColumnValue`] (the
-//!    newest returned put of its column; the column must be in the read's selection, as in
-//!    HBase), and the And/Or combination of everything.
+//!    [`Filter::Qualifier`], [`Filter::Value`], [`Filter::QualifierMatch`],
+//!    [`Filter::ValueMatch`] and [`Filter::Timestamps`] look at each resolved cell. As the
+//!    brief of this engine asks, they see what resolution returns: with `max_versions(1)` a
+//!    `Timestamps([5])` filter matches only when version 5 is the newest visible one (HBase
+//!    runs filters before version counting and would return version 5). [`Filter::RowMatch`]
+//!    is decided at stage 1 but takes effect here: a row it rejects is read, not sought past.
+//! 3. **Row post-check**, on the row's resolved cells: [`Filter::SingleColumnValue`] and
+//!    [`Filter::SingleColumnValueMatch`] (the newest returned put of the column; the column
+//!    must be in the read's selection, as in HBase), and the And/Or combination of everything.
 //! 4. **Transforms**: [`Filter::FirstKeyOnly`] keeps the first cell of the row that reaches it
 //!    (in an And, the first that passed the children before it); [`Filter::KeyOnly`] empties
 //!    the values of the cells it lets through; [`Filter::Page`] ends the scan once `n` rows
@@ -76,6 +78,117 @@ impl CompareOp {
     }
 }
 
+/// What a matching filter ([`Filter::RowMatch`], [`Filter::QualifierMatch`],
+/// [`Filter::ValueMatch`], [`Filter::SingleColumnValueMatch`]) looks for in bytes: HBase's
+/// SubstringComparator and RegexStringComparator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pattern {
+    /// The bytes contain this text, ignoring case: both sides read as UTF-8 (invalid
+    /// sequences replaced) and lower-cased, as HBase's SubstringComparator does.
+    Substring(Vec<u8>),
+    /// The regular expression matches somewhere in the bytes (a search, not a whole-value
+    /// match), as HBase's RegexStringComparator does with its defaults: each byte is one
+    /// character (HBase reads ISO-8859-1), `.` matches a newline too (DOTALL). The syntax is
+    /// the `regex` crate's with Unicode off (`\xE9` is the byte 0xE9; `(?i)` folds ASCII);
+    /// an invalid expression fails the read with `InvalidArgument`.
+    Regex(String),
+}
+
+/// A [`Pattern`], or its negation (HBase's comparator under `=` and `!=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matcher {
+    /// What to look for.
+    pub pattern: Pattern,
+    /// Pass what does *not* match (`!=`).
+    pub negate: bool,
+}
+
+impl Matcher {
+    /// Bytes containing `text`, ignoring case.
+    pub fn substring(text: impl Into<Vec<u8>>) -> Matcher {
+        Matcher {
+            pattern: Pattern::Substring(text.into()),
+            negate: false,
+        }
+    }
+
+    /// Bytes in which `expr` finds a match.
+    pub fn regex(expr: impl Into<String>) -> Matcher {
+        Matcher {
+            pattern: Pattern::Regex(expr.into()),
+            negate: false,
+        }
+    }
+
+    /// The negation: what this does not match.
+    pub fn negated(mut self) -> Matcher {
+        self.negate = !self.negate;
+        self
+    }
+}
+
+/// A [`Matcher`] ready to test bytes.
+#[derive(Debug, Clone)]
+struct Compiled {
+    how: How,
+    negate: bool,
+}
+
+#[derive(Debug, Clone)]
+enum How {
+    /// Lower-cased needle.
+    Substring(String),
+    Regex(regex::bytes::Regex),
+}
+
+impl Compiled {
+    fn new(m: &Matcher) -> crate::Result<Compiled> {
+        let how = match &m.pattern {
+            Pattern::Substring(t) => How::Substring(String::from_utf8_lossy(t).to_lowercase()),
+            Pattern::Regex(e) => How::Regex(
+                regex::bytes::RegexBuilder::new(e)
+                    .unicode(false)
+                    .dot_matches_new_line(true)
+                    .build()
+                    .map_err(|err| {
+                        crate::Error::InvalidArgument(format!(
+                            "regular expression {e:?} of a filter: {err}"
+                        ))
+                    })?,
+            ),
+        };
+        Ok(Compiled {
+            how,
+            negate: m.negate,
+        })
+    }
+
+    fn matches(&self, b: &[u8]) -> bool {
+        let found = match &self.how {
+            How::Substring(needle) => contains_ignoring_case(b, needle),
+            How::Regex(r) => r.is_match(b),
+        };
+        found != self.negate
+    }
+}
+
+/// `hay`, read as UTF-8 and lower-cased, contains `needle` (already lower case). ASCII text
+/// is compared in place; anything else takes Unicode's lower case (the Kelvin sign, for one,
+/// lower-cases to an ASCII `k`).
+fn contains_ignoring_case(hay: &[u8], needle: &str) -> bool {
+    let n = needle.as_bytes();
+    if n.is_empty() {
+        return true;
+    }
+    if hay.is_ascii() && n.is_ascii() {
+        return hay
+            .windows(n.len())
+            .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b));
+    }
+    String::from_utf8_lossy(hay).to_lowercase().contains(needle)
+}
+
 /// A read filter. See the module docs for when each kind acts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -102,6 +215,24 @@ pub enum Filter {
         op: CompareOp,
         /// The operand.
         value: Vec<u8>,
+        /// Drop rows that lack the column (HBase's `setFilterIfMissing`).
+        filter_if_missing: bool,
+    },
+    /// Rows whose key the matcher passes (HBase's RowFilter with a substring or regex
+    /// comparator).
+    RowMatch(Matcher),
+    /// Cells whose qualifier the matcher passes.
+    QualifierMatch(Matcher),
+    /// Cells whose value the matcher passes.
+    ValueMatch(Matcher),
+    /// As [`Filter::SingleColumnValue`], testing the newest returned value with a matcher.
+    SingleColumnValueMatch {
+        /// Family of the tested column.
+        family: String,
+        /// Qualifier of the tested column.
+        qualifier: Vec<u8>,
+        /// The test.
+        matcher: Matcher,
         /// Drop rows that lack the column (HBase's `setFilterIfMissing`).
         filter_if_missing: bool,
     },
@@ -161,14 +292,16 @@ enum Kind {
     RowPrefix(Vec<u8>),
     /// Sorted by start, disjoint, non-empty; an empty stop is open.
     RowRanges(Vec<(Vec<u8>, Vec<u8>)>),
+    /// Decided when the row starts, but held back to the cell stage: a failing row reads its
+    /// cells rather than seek past them (a seek per rejected row re-positions every source).
+    RowMatch(Compiled),
     ColumnPrefix(Vec<u8>),
-    Qualifier(CompareOp, Vec<u8>),
-    Value(CompareOp, Vec<u8>),
+    Qualifier(Test),
+    Value(Test),
     Scv {
         family: String,
         qualifier: Vec<u8>,
-        op: CompareOp,
-        value: Vec<u8>,
+        test: Test,
         filter_if_missing: bool,
     },
     /// Sorted, deduplicated.
@@ -180,6 +313,22 @@ enum Kind {
     KeyOnly,
     And(Vec<Node>),
     Or(Vec<Node>),
+}
+
+/// A comparison or a match, on a qualifier or value.
+#[derive(Debug, Clone)]
+enum Test {
+    Compare(CompareOp, Vec<u8>),
+    Match(Compiled),
+}
+
+impl Test {
+    fn passes(&self, b: &[u8]) -> bool {
+        match self {
+            Test::Compare(op, v) => op.matches(b, v),
+            Test::Match(m) => m.matches(b),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -213,13 +362,16 @@ fn normalize_ranges(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 impl Node {
-    fn compile(f: &Filter) -> Node {
+    fn compile(f: &Filter) -> crate::Result<Node> {
         let kind = match f {
             Filter::RowPrefix(p) => Kind::RowPrefix(p.clone()),
             Filter::RowRanges(r) => Kind::RowRanges(normalize_ranges(r)),
+            Filter::RowMatch(m) => Kind::RowMatch(Compiled::new(m)?),
             Filter::ColumnPrefix(p) => Kind::ColumnPrefix(p.clone()),
-            Filter::Qualifier(op, v) => Kind::Qualifier(*op, v.clone()),
-            Filter::Value(op, v) => Kind::Value(*op, v.clone()),
+            Filter::Qualifier(op, v) => Kind::Qualifier(Test::Compare(*op, v.clone())),
+            Filter::QualifierMatch(m) => Kind::Qualifier(Test::Match(Compiled::new(m)?)),
+            Filter::Value(op, v) => Kind::Value(Test::Compare(*op, v.clone())),
+            Filter::ValueMatch(m) => Kind::Value(Test::Match(Compiled::new(m)?)),
             Filter::SingleColumnValue {
                 family,
                 qualifier,
@@ -229,8 +381,18 @@ impl Node {
             } => Kind::Scv {
                 family: family.clone(),
                 qualifier: qualifier.clone(),
-                op: *op,
-                value: value.clone(),
+                test: Test::Compare(*op, value.clone()),
+                filter_if_missing: *filter_if_missing,
+            },
+            Filter::SingleColumnValueMatch {
+                family,
+                qualifier,
+                matcher,
+                filter_if_missing,
+            } => Kind::Scv {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                test: Test::Match(Compiled::new(matcher)?),
                 filter_if_missing: *filter_if_missing,
             },
             Filter::Timestamps(ts) => {
@@ -242,13 +404,13 @@ impl Node {
             Filter::Page(n) => Kind::Page(*n),
             Filter::FirstKeyOnly => Kind::FirstKeyOnly { seen: false },
             Filter::KeyOnly => Kind::KeyOnly,
-            Filter::And(fs) => Kind::And(fs.iter().map(Node::compile).collect()),
-            Filter::Or(fs) => Kind::Or(fs.iter().map(Node::compile).collect()),
+            Filter::And(fs) => Kind::And(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
+            Filter::Or(fs) => Kind::Or(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
         };
-        Node {
+        Ok(Node {
             kind,
             row: RowState::Maybe,
-        }
+        })
     }
 
     /// Row-key stage: set and return this node's state for `row`; `accepted` is the number of
@@ -303,6 +465,10 @@ impl Node {
                 }
             }
             Kind::KeyOnly => RowState::Pass,
+            // A row that fails stays Maybe: its cells are read and the cell stage rejects them
+            // all (`row_pass` is false), which costs less than a seek past one row.
+            Kind::RowMatch(m) if m.matches(row) => RowState::Pass,
+            Kind::RowMatch(_) => RowState::Maybe,
             Kind::FirstKeyOnly { seen } => {
                 *seen = false;
                 RowState::Maybe
@@ -382,8 +548,7 @@ impl Node {
             Kind::Scv {
                 family,
                 qualifier,
-                op,
-                value,
+                test,
                 filter_if_missing,
             } => {
                 // Cells of a column come newest first: the first put is the newest value.
@@ -391,7 +556,7 @@ impl Node {
                     c.cell_type == CellType::Put && c.family == *family && c.qualifier == *qualifier
                 });
                 let pass = match newest {
-                    Some(c) => op.matches(&c.value, value),
+                    Some(c) => test.passes(&c.value),
                     None => !*filter_if_missing,
                 };
                 // The hint is irrelevant here: the row's cells are already read.
@@ -447,12 +612,14 @@ impl Node {
                 (first, false)
             }
             Kind::ColumnPrefix(p) => (cell.qualifier.starts_with(p), false),
-            Kind::Qualifier(op, v) => (op.matches(&cell.qualifier, v), false),
-            Kind::Value(op, v) => (op.matches(&cell.value, v), false),
+            Kind::Qualifier(t) => (t.passes(&cell.qualifier), false),
+            Kind::Value(t) => (t.passes(&cell.value), false),
             Kind::Timestamps(ts) => (ts.binary_search(&cell.timestamp).is_ok(), false),
-            Kind::RowPrefix(_) | Kind::RowRanges(_) | Kind::Page(_) | Kind::Scv { .. } => {
-                (row_pass, false)
-            }
+            Kind::RowPrefix(_)
+            | Kind::RowRanges(_)
+            | Kind::RowMatch(_)
+            | Kind::Page(_)
+            | Kind::Scv { .. } => (row_pass, false),
         }
     }
 }
@@ -469,21 +636,22 @@ pub struct FilterEval {
 }
 
 impl FilterEval {
-    /// Fresh state for `filter`.
-    pub fn new(filter: &Filter) -> Self {
-        FilterEval {
-            root: Node::compile(filter),
+    /// Fresh state for `filter`; `InvalidArgument` when a regular expression in it does not
+    /// compile.
+    pub fn new(filter: &Filter) -> crate::Result<Self> {
+        Ok(FilterEval {
+            root: Node::compile(filter)?,
             accepted: 0,
             reversed: false,
-        }
+        })
     }
 
     /// Fresh state for `filter` in a reversed scan (see the module docs).
-    pub fn reversed(filter: &Filter) -> Self {
-        FilterEval {
+    pub fn reversed(filter: &Filter) -> crate::Result<Self> {
+        Ok(FilterEval {
             reversed: true,
-            ..FilterEval::new(filter)
-        }
+            ..FilterEval::new(filter)?
+        })
     }
 
     /// Rows accepted so far.
@@ -543,6 +711,63 @@ mod tests {
     }
 
     #[test]
+    fn substrings_ignore_case_as_hbase_lower_cases_both_sides() {
+        let m = |t: &str| Compiled::new(&Matcher::substring(t)).unwrap();
+        assert!(m("ABC").matches(b"xxabcxx"));
+        assert!(m("abc").matches(b"xxAbCxx"));
+        assert!(!m("abd").matches(b"xxabcxx"));
+        assert!(m("").matches(b""));
+        // Not ASCII: Unicode's lower case, on text read from UTF-8.
+        assert!(m("ÉTÉ").matches("un été".as_bytes()));
+        assert!(
+            m("k").matches("\u{212A}".as_bytes()),
+            "the Kelvin sign lower-cases to k"
+        );
+        assert!(!Compiled::new(&Matcher::substring("a").negated())
+            .unwrap()
+            .matches(b"A"));
+    }
+
+    #[test]
+    fn regexes_search_bytes_with_dotall() {
+        let m = |e: &str| Compiled::new(&Matcher::regex(e)).unwrap();
+        assert!(m("b.d").matches(b"ab\nde"), "DOTALL");
+        assert!(m("^ab").matches(b"abc") && !m("^ab").matches(b"cab"));
+        assert!(m("\\xE9").matches(&[b'x', 0xE9]), "a byte is a character");
+        assert!(m("(?i)ABC").matches(b"xabc"));
+        assert!(
+            m("café").matches("un café".as_bytes()),
+            "text is its UTF-8 bytes"
+        );
+        assert!(Compiled::new(&Matcher::regex("1$").negated())
+            .unwrap()
+            .matches(b"v12"));
+        let e = FilterEval::new(&Filter::ValueMatch(Matcher::regex("(unclosed"))).unwrap_err();
+        assert!(
+            matches!(&e, crate::Error::InvalidArgument(m) if m.contains("(unclosed")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_row_match_decides_the_row_at_the_cell_stage() {
+        let f = Filter::Or(vec![
+            Filter::RowMatch(Matcher::regex("^r1")),
+            Filter::ValueMatch(Matcher::substring("KEEP")),
+        ]);
+        let mut e = FilterEval::new(&f).unwrap();
+        assert_eq!(
+            e.check_row(b"r2"),
+            RowCheck::Include,
+            "no seek past a failing row"
+        );
+        let cells = vec![cell("a", 1, "keep me"), cell("b", 1, "drop")];
+        assert_eq!(e.finish_row(cells.clone()), vec![cells[0].clone()]);
+        assert_eq!(e.check_row(b"r10"), RowCheck::Include);
+        assert_eq!(e.finish_row(cells.clone()), cells);
+    }
+
+    #[test]
     fn compare_ops() {
         assert!(CompareOp::Less.matches(b"a", b"b"));
         assert!(!CompareOp::Less.matches(b"b", b"b"));
@@ -562,7 +787,7 @@ mod tests {
             (b"x".to_vec(), b"x".to_vec()),
             (b"f".to_vec(), b"g".to_vec()),
         ]);
-        let mut e = FilterEval::new(&f);
+        let mut e = FilterEval::new(&f).unwrap();
         assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"c".to_vec()));
         assert_eq!(e.check_row(b"f5"), RowCheck::Include);
         assert_eq!(e.check_row(b"g"), RowCheck::SeekTo(b"m".to_vec()));
@@ -571,7 +796,7 @@ mod tests {
             (b"k".to_vec(), Vec::new()),
             (b"b".to_vec(), b"c".to_vec()),
         ]);
-        let mut e = FilterEval::new(&open);
+        let mut e = FilterEval::new(&open).unwrap();
         assert_eq!(e.check_row(b"zzz"), RowCheck::Include);
         assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"k".to_vec()));
     }
@@ -582,7 +807,7 @@ mod tests {
             Filter::RowPrefix(b"b".to_vec()),
             Filter::RowRanges(vec![(b"b5".to_vec(), b"b7".to_vec())]),
         ]);
-        let mut e = FilterEval::new(&and);
+        let mut e = FilterEval::new(&and).unwrap();
         assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"b5".to_vec()));
         assert_eq!(e.check_row(b"b6"), RowCheck::Include);
         assert_eq!(e.check_row(b"b8"), RowCheck::Done);
@@ -590,7 +815,7 @@ mod tests {
             Filter::RowPrefix(b"b".to_vec()),
             Filter::RowPrefix(b"d".to_vec()),
         ]);
-        let mut e = FilterEval::new(&or);
+        let mut e = FilterEval::new(&or).unwrap();
         assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"b".to_vec()));
         assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"d".to_vec()));
         assert_eq!(e.check_row(b"e"), RowCheck::Done);
@@ -599,7 +824,7 @@ mod tests {
             Filter::RowPrefix(b"b".to_vec()),
             Filter::Value(CompareOp::Equal, b"x".to_vec()),
         ]);
-        let mut e = FilterEval::new(&or);
+        let mut e = FilterEval::new(&or).unwrap();
         assert_eq!(e.check_row(b"z"), RowCheck::Include);
         let out = e.finish_row(vec![cell("a", 1, "x"), cell("b", 1, "y")]);
         assert_eq!(out.len(), 1);
@@ -607,7 +832,7 @@ mod tests {
 
     #[test]
     fn reversed_hints_bound_from_above() {
-        let mut e = FilterEval::reversed(&Filter::RowPrefix(b"b".to_vec()));
+        let mut e = FilterEval::reversed(&Filter::RowPrefix(b"b".to_vec())).unwrap();
         assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"c".to_vec()));
         assert_eq!(e.check_row(b"c5"), RowCheck::SeekTo(b"c".to_vec()));
         assert_eq!(e.check_row(b"b9"), RowCheck::Include);
@@ -616,7 +841,7 @@ mod tests {
             (b"c".to_vec(), b"e".to_vec()),
             (b"m".to_vec(), b"p".to_vec()),
         ]);
-        let mut e = FilterEval::reversed(&ranges);
+        let mut e = FilterEval::reversed(&ranges).unwrap();
         assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"p".to_vec()));
         assert_eq!(e.check_row(b"o"), RowCheck::Include);
         assert_eq!(e.check_row(b"g"), RowCheck::SeekTo(b"e".to_vec()));
@@ -627,7 +852,7 @@ mod tests {
             Filter::RowPrefix(b"b".to_vec()),
             Filter::RowRanges(vec![(b"b5".to_vec(), b"b7".to_vec())]),
         ]);
-        let mut e = FilterEval::reversed(&and);
+        let mut e = FilterEval::reversed(&and).unwrap();
         assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"b7".to_vec()));
         assert_eq!(e.check_row(b"b6"), RowCheck::Include);
         assert_eq!(e.check_row(b"b4"), RowCheck::Done);
@@ -635,7 +860,7 @@ mod tests {
             Filter::RowPrefix(b"b".to_vec()),
             Filter::RowPrefix(b"d".to_vec()),
         ]);
-        let mut e = FilterEval::reversed(&or);
+        let mut e = FilterEval::reversed(&or).unwrap();
         assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"e".to_vec()));
         assert_eq!(e.check_row(b"c"), RowCheck::SeekTo(b"c".to_vec()));
         assert_eq!(e.check_row(b"a"), RowCheck::Done);
@@ -644,12 +869,12 @@ mod tests {
     #[test]
     fn cell_stage_and_transforms() {
         let f = Filter::and([Filter::ColumnPrefix(b"a".to_vec()), Filter::KeyOnly]);
-        let mut e = FilterEval::new(&f);
+        let mut e = FilterEval::new(&f).unwrap();
         assert_eq!(e.check_row(b"r"), RowCheck::Include);
         let out = e.finish_row(vec![cell("a1", 1, "v"), cell("b", 1, "v")]);
         assert_eq!(out.len(), 1);
         assert!(out.iter().all(|c| c.value.is_empty()));
-        let mut e = FilterEval::new(&Filter::FirstKeyOnly);
+        let mut e = FilterEval::new(&Filter::FirstKeyOnly).unwrap();
         e.check_row(b"r");
         assert_eq!(
             e.finish_row(vec![cell("a", 1, "v"), cell("b", 1, "v")])
@@ -662,7 +887,7 @@ mod tests {
                 .len(),
             1
         );
-        let mut e = FilterEval::new(&Filter::Page(1));
+        let mut e = FilterEval::new(&Filter::Page(1)).unwrap();
         assert_eq!(e.check_row(b"r"), RowCheck::Include);
         assert_eq!(e.finish_row(vec![cell("a", 1, "v")]).len(), 1);
         assert_eq!(e.check_row(b"s"), RowCheck::Done);
@@ -677,7 +902,7 @@ mod tests {
             value: b"on".to_vec(),
             filter_if_missing: missing,
         };
-        let mut e = FilterEval::new(&scv(false));
+        let mut e = FilterEval::new(&scv(false)).unwrap();
         e.check_row(b"r");
         assert_eq!(
             e.finish_row(vec![cell("a", 1, "v"), cell("s", 2, "on")])
@@ -690,7 +915,7 @@ mod tests {
             .is_empty());
         e.check_row(b"r3");
         assert_eq!(e.finish_row(vec![cell("a", 1, "v")]).len(), 1);
-        let mut e = FilterEval::new(&scv(true));
+        let mut e = FilterEval::new(&scv(true)).unwrap();
         e.check_row(b"r3");
         assert!(e.finish_row(vec![cell("a", 1, "v")]).is_empty());
     }

@@ -12,7 +12,7 @@ pub mod query;
 pub mod resolve;
 pub mod view;
 
-pub use filter::{CompareOp, Filter, FilterEval, RowCheck};
+pub use filter::{CompareOp, Filter, FilterEval, Matcher, Pattern, RowCheck};
 pub use merge::{HFileCellIter, MergeIter, VecCellIter};
 pub use query::{Cell, Get, Row, Scan, Selection, TimeRange};
 pub use resolve::{resolve_cells, ReadParams, RowResolver, Verdict};

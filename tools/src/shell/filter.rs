@@ -13,9 +13,12 @@
 //!
 //! Comparators: `binary:` maps to the engine's byte comparison; `binaryprefix:` is rewritten
 //! into byte comparisons against the prefix and the first key past it, which select exactly the
-//! same cells. `substring:` and `regexstring:` have no equivalent in the engine and are refused.
+//! same cells. `substring:` and `regexstring:` become the engine's matchers (RowMatch,
+//! QualifierMatch, ValueMatch, SingleColumnValueMatch) under `=` and `!=`; HBase also accepts
+//! them under `<` and the others, where they mean "passes everything" or "nothing" or the
+//! negation by an accident of its comparison code, so those are refused here.
 
-use cellar::{CompareOp, Filter};
+use cellar::{CompareOp, Filter, Matcher};
 
 /// Parse a filter string. Errors carry the byte offset (0-based) into the string.
 pub fn parse_filter(src: &[u8]) -> Result<Filter, FilterError> {
@@ -285,6 +288,13 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             [o, c] => {
                 let op = op(o)?;
                 let (kind, operand) = comparator(c)?;
+                if let Some(m) = matcher(op, o.0, kind, operand.clone())? {
+                    return Ok(match name {
+                        "QualifierFilter" => Filter::QualifierMatch(m),
+                        "ValueFilter" => Filter::ValueMatch(m),
+                        _ => Filter::RowMatch(m),
+                    });
+                }
                 let leaf: fn(CompareOp, Vec<u8>) -> Filter = match name {
                     "QualifierFilter" => |op, v| Filter::Qualifier(op, v),
                     "ValueFilter" => |op, v| Filter::Value(op, v),
@@ -321,6 +331,14 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             let qualifier = bytes(q, "a qualifier")?;
             let op = op(o)?;
             let (kind, operand) = comparator(c)?;
+            if let Some(matcher) = matcher(op, o.0, kind, operand.clone())? {
+                return Ok(Filter::SingleColumnValueMatch {
+                    family,
+                    qualifier,
+                    matcher,
+                    filter_if_missing: if_missing,
+                });
+            }
             Ok(compare(op, kind, operand, |op, value| {
                 Filter::SingleColumnValue {
                     family: family.clone(),
@@ -413,6 +431,45 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
 enum Comparator {
     Binary,
     BinaryPrefix,
+    Substring,
+    Regex,
+}
+
+/// A regular expression's bytes as the engine's text: the shell already turned `\xNN` into
+/// bytes, so a byte that is not UTF-8 goes back to the expression's own `\xNN`, which the
+/// engine's byte-wise expressions match as that byte.
+fn regex_text(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for x in chunk.invalid() {
+            out.push_str(&format!("\\x{x:02X}"));
+        }
+    }
+    out
+}
+
+/// A `substring:` or `regexstring:` comparator under `=` or `!=` as the engine's matcher;
+/// `None` for the byte comparators.
+fn matcher(
+    op: CompareOp,
+    op_at: usize,
+    kind: Comparator,
+    operand: Vec<u8>,
+) -> Result<Option<Matcher>, FilterError> {
+    let m = match kind {
+        Comparator::Binary | Comparator::BinaryPrefix => return Ok(None),
+        Comparator::Substring => Matcher::substring(operand),
+        Comparator::Regex => Matcher::regex(regex_text(&operand)),
+    };
+    match op {
+        CompareOp::Equal => Ok(Some(m)),
+        CompareOp::NotEqual => Ok(Some(m.negated())),
+        _ => Err(bad(
+            op_at,
+            "substring: and regexstring: comparators take = or != only".into(),
+        )),
+    }
 }
 
 fn comparator(a: &(usize, Arg)) -> Result<(Comparator, Vec<u8>), FilterError> {
@@ -430,9 +487,11 @@ fn comparator(a: &(usize, Arg)) -> Result<(Comparator, Vec<u8>), FilterError> {
     match kind.as_str() {
         "binary" => Ok((Comparator::Binary, operand)),
         "binaryprefix" => Ok((Comparator::BinaryPrefix, operand)),
-        "substring" | "regexstring" | "null" | "long" | "bit" => Err(unsupported(
+        "substring" => Ok((Comparator::Substring, operand)),
+        "regexstring" => Ok((Comparator::Regex, operand)),
+        "null" | "long" | "bit" => Err(unsupported(
             *o,
-            &format!("the {kind}: comparator is not supported by this build (it compares bytes: use binary: or binaryprefix:)"),
+            &format!("the {kind}: comparator is not supported by this build (use binary:, binaryprefix:, substring: or regexstring:)"),
         )),
         _ => Err(bad(*o, format!("unknown comparator {kind}:"))),
     }
@@ -596,11 +655,42 @@ mod tests {
     }
 
     #[test]
+    fn substring_and_regex_comparators_become_matchers() {
+        assert_eq!(
+            p("ValueFilter(=, 'substring:Abc')").unwrap(),
+            Filter::ValueMatch(Matcher::substring("Abc"))
+        );
+        assert_eq!(
+            p("RowFilter(!=, 'regexstring:^u[0-9]+$')").unwrap(),
+            Filter::RowMatch(Matcher::regex("^u[0-9]+$").negated())
+        );
+        assert_eq!(
+            parse_filter(b"ValueFilter(=, 'regexstring:caf\xC3\xA9|\xE9')").unwrap(),
+            Filter::ValueMatch(Matcher::regex("café|\\xE9"))
+        );
+        assert_eq!(
+            p("QualifierFilter(=, 'regexstring:a|b')").unwrap(),
+            Filter::QualifierMatch(Matcher::regex("a|b"))
+        );
+        assert_eq!(
+            p("SingleColumnValueFilter('cf', 'q', =, 'substring:x', true, true)").unwrap(),
+            Filter::SingleColumnValueMatch {
+                family: "cf".into(),
+                qualifier: b"q".to_vec(),
+                matcher: Matcher::substring("x"),
+                filter_if_missing: true,
+            }
+        );
+    }
+
+    #[test]
     fn errors_point_into_the_string() {
         let e = p("PrefixFilter('a') AND").unwrap_err();
         assert_eq!(e.offset, 21);
-        let e = p("ValueFilter(=, 'substring:abc')").unwrap_err();
+        let e = p("ValueFilter(=, 'long:abc')").unwrap_err();
         assert!(e.unsupported && e.offset == 15, "{e:?}");
+        let e = p("ValueFilter(<, 'substring:abc')").unwrap_err();
+        assert!(!e.unsupported && e.offset == 12, "{e:?}");
         let e = p("NoSuchFilter()").unwrap_err();
         assert_eq!((e.offset, e.unsupported), (0, false));
         let e = p("PrefixFilter('a'").unwrap_err();
