@@ -706,7 +706,7 @@ impl Gen<'_> {
     /// (`ab`) and values (`v1`, `v12`) match and others do not; case differs on purpose.
     fn matcher(&mut self) -> Matcher {
         let m = if self.rng.random_bool(0.5) {
-            Matcher::substring(["V1", "1", "a", "R", "", "b"][self.rng.random_range(0..6)])
+            Matcher::substring(["V1", "1", "a", "R", "", "b", "F1"][self.rng.random_range(0..7)])
         } else {
             Matcher::regex(
                 ["^v1", "1$", "a.", "^r[0-1]$", "(?i)V2", "^$"][self.rng.random_range(0..6)],
@@ -747,7 +747,11 @@ impl Gen<'_> {
             ),
             3 => {
                 let op = self.op_compare();
-                Filter::Qualifier(op, QUALS[self.qual()].as_bytes().to_vec())
+                if self.rng.random_bool(0.3) {
+                    Filter::Family(op, FAMILY_NAMES[self.fam()].as_bytes().to_vec())
+                } else {
+                    Filter::Qualifier(op, QUALS[self.qual()].as_bytes().to_vec())
+                }
             }
             4 => {
                 let op = self.op_compare();
@@ -769,12 +773,17 @@ impl Gen<'_> {
                 }
             }
             7 => Filter::Page(self.rng.random_range(1..=3)),
+            8 if self.rng.random_bool(0.5) => Filter::ColumnPage {
+                limit: self.rng.random_range(0..=2),
+                offset: self.rng.random_range(0..=2),
+            },
             8 => Filter::FirstKeyOnly,
             9 => {
                 let m = self.matcher();
-                match self.rng.random_range(0..3) {
+                match self.rng.random_range(0..4) {
                     0 => Filter::RowMatch(m),
                     1 => Filter::QualifierMatch(m),
+                    2 => Filter::FamilyMatch(m),
                     _ => Filter::ValueMatch(m),
                 }
             }
@@ -1733,6 +1742,27 @@ fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
             ),
             Filter::RowMatch(m) => all(oracle_match(m, key)),
             Filter::QualifierMatch(m) => each(&|c| oracle_match(m, &c.qual)),
+            Filter::Family(op, v) => each(&|c| op.matches(c.family.as_bytes(), v)),
+            Filter::FamilyMatch(m) => each(&|c| oracle_match(m, c.family.as_bytes())),
+            Filter::ColumnPage { limit, offset } => {
+                // Columns among the cells that reach it, numbered in order; the first cell of
+                // each column in the window passes.
+                let mut out = vec![false; cells.len()];
+                let mut n = 0usize;
+                let mut last: Option<(&str, &[u8])> = None;
+                for (i, c) in cells.iter().enumerate() {
+                    if !reach[i] {
+                        continue;
+                    }
+                    let col = (c.family.as_str(), c.qual.as_slice());
+                    if last != Some(col) {
+                        last = Some(col);
+                        n += 1;
+                        out[i] = n > *offset && n - offset <= *limit;
+                    }
+                }
+                out
+            }
             Filter::ValueMatch(m) => each(&|c| oracle_match(m, &c.value)),
             Filter::SingleColumnValueMatch {
                 family,

@@ -13,7 +13,8 @@
 //!    row that can match, or "no later row can match"; the scan seeks there (one index descent
 //!    per file) instead of reading what lies between, or ends.
 //! 2. **Cells, after version resolution** ([`FilterEval::finish_row`]): [`Filter::ColumnPrefix`],
-//!    [`Filter::Qualifier`], [`Filter::Value`], [`Filter::QualifierMatch`],
+//!    [`Filter::Qualifier`], [`Filter::Value`], [`Filter::Family`], [`Filter::QualifierMatch`],
+//!    [`Filter::FamilyMatch`],
 //!    [`Filter::ValueMatch`] and [`Filter::Timestamps`] look at each resolved cell. As the
 //!    brief of this engine asks, they see what resolution returns: with `max_versions(1)` a
 //!    `Timestamps([5])` filter matches only when version 5 is the newest visible one (HBase
@@ -23,7 +24,8 @@
 //!    [`Filter::SingleColumnValueMatch`] (the newest returned put of the column; the column
 //!    must be in the read's selection, as in HBase), and the And/Or combination of everything.
 //! 4. **Transforms**: [`Filter::FirstKeyOnly`] keeps the first cell of the row that reaches it
-//!    (in an And, the first that passed the children before it); [`Filter::KeyOnly`] empties
+//!    (in an And, the first that passed the children before it), [`Filter::ColumnPage`] the
+//!    first cell of each column in its window of those that reach it; [`Filter::KeyOnly`] empties
 //!    the values of the cells it lets through; [`Filter::Page`] ends the scan once `n` rows
 //!    have been accepted by the whole filter (a Page inside an Or only stops contributing).
 //!
@@ -223,6 +225,10 @@ pub enum Filter {
     RowMatch(Matcher),
     /// Cells whose qualifier the matcher passes.
     QualifierMatch(Matcher),
+    /// Cells whose family name compares as asked with the operand (HBase's FamilyFilter).
+    Family(CompareOp, Vec<u8>),
+    /// Cells whose family name the matcher passes.
+    FamilyMatch(Matcher),
     /// Cells whose value the matcher passes.
     ValueMatch(Matcher),
     /// As [`Filter::SingleColumnValue`], testing the newest returned value with a matcher.
@@ -242,6 +248,16 @@ pub enum Filter {
     Page(usize),
     /// The first cell of each row only.
     FirstKeyOnly,
+    /// Of each row's columns (family and qualifier) that reach it, skip the first `offset`
+    /// and keep the `limit` after them, one cell each: the column's first (its newest
+    /// version), as HBase's ColumnPaginationFilter includes a cell and moves to the next
+    /// column whatever the read's VERSIONS.
+    ColumnPage {
+        /// Columns to keep.
+        limit: usize,
+        /// Columns to skip first.
+        offset: usize,
+    },
     /// Keys only: values come back empty.
     KeyOnly,
     /// Cells every child lets through.
@@ -297,6 +313,7 @@ enum Kind {
     RowMatch(Compiled),
     ColumnPrefix(Vec<u8>),
     Qualifier(Test),
+    Family(Test),
     Value(Test),
     Scv {
         family: String,
@@ -309,6 +326,14 @@ enum Kind {
     Page(usize),
     FirstKeyOnly {
         seen: bool,
+    },
+    ColumnPage {
+        limit: usize,
+        offset: usize,
+        /// Columns met in this row so far, the current one included.
+        columns: usize,
+        /// The current column.
+        last: Option<(String, Vec<u8>)>,
     },
     KeyOnly,
     And(Vec<Node>),
@@ -370,6 +395,8 @@ impl Node {
             Filter::ColumnPrefix(p) => Kind::ColumnPrefix(p.clone()),
             Filter::Qualifier(op, v) => Kind::Qualifier(Test::Compare(*op, v.clone())),
             Filter::QualifierMatch(m) => Kind::Qualifier(Test::Match(Compiled::new(m)?)),
+            Filter::Family(op, v) => Kind::Family(Test::Compare(*op, v.clone())),
+            Filter::FamilyMatch(m) => Kind::Family(Test::Match(Compiled::new(m)?)),
             Filter::Value(op, v) => Kind::Value(Test::Compare(*op, v.clone())),
             Filter::ValueMatch(m) => Kind::Value(Test::Match(Compiled::new(m)?)),
             Filter::SingleColumnValue {
@@ -403,6 +430,12 @@ impl Node {
             }
             Filter::Page(n) => Kind::Page(*n),
             Filter::FirstKeyOnly => Kind::FirstKeyOnly { seen: false },
+            Filter::ColumnPage { limit, offset } => Kind::ColumnPage {
+                limit: *limit,
+                offset: *offset,
+                columns: 0,
+                last: None,
+            },
             Filter::KeyOnly => Kind::KeyOnly,
             Filter::And(fs) => Kind::And(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
             Filter::Or(fs) => Kind::Or(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
@@ -473,8 +506,14 @@ impl Node {
                 *seen = false;
                 RowState::Maybe
             }
+            Kind::ColumnPage { columns, last, .. } => {
+                *columns = 0;
+                *last = None;
+                RowState::Maybe
+            }
             Kind::ColumnPrefix(_)
             | Kind::Qualifier(..)
+            | Kind::Family(..)
             | Kind::Value(..)
             | Kind::Timestamps(_)
             | Kind::Scv { .. } => RowState::Maybe,
@@ -613,6 +652,23 @@ impl Node {
             }
             Kind::ColumnPrefix(p) => (cell.qualifier.starts_with(p), false),
             Kind::Qualifier(t) => (t.passes(&cell.qualifier), false),
+            Kind::Family(t) => (t.passes(cell.family.as_bytes()), false),
+            Kind::ColumnPage {
+                limit,
+                offset,
+                columns,
+                last,
+            } => {
+                let same = last
+                    .as_ref()
+                    .is_some_and(|(f, q)| *f == cell.family && *q == cell.qualifier);
+                if !same {
+                    *columns += 1;
+                    *last = Some((cell.family.clone(), cell.qualifier.clone()));
+                }
+                let i = *columns - 1;
+                (!same && i >= *offset && i - *offset < *limit, false)
+            }
             Kind::Value(t) => (t.passes(&cell.value), false),
             Kind::Timestamps(ts) => (ts.binary_search(&cell.timestamp).is_ok(), false),
             Kind::RowPrefix(_)
@@ -765,6 +821,36 @@ mod tests {
         assert_eq!(e.finish_row(cells.clone()), vec![cells[0].clone()]);
         assert_eq!(e.check_row(b"r10"), RowCheck::Include);
         assert_eq!(e.finish_row(cells.clone()), cells);
+    }
+
+    #[test]
+    fn column_pages_count_columns_not_versions() {
+        let mut e = FilterEval::new(&Filter::ColumnPage {
+            limit: 2,
+            offset: 1,
+        })
+        .unwrap();
+        let cells = vec![
+            cell("a", 2, "a2"),
+            cell("a", 1, "a1"),
+            cell("b", 1, "b"),
+            cell("c", 2, "c2"),
+            cell("c", 1, "c1"),
+            cell("d", 1, "d"),
+        ];
+        assert_eq!(e.check_row(b"r"), RowCheck::Include);
+        let kept: Vec<String> = e
+            .finish_row(cells.clone())
+            .iter()
+            .map(|c| String::from_utf8(c.value.clone()).unwrap())
+            .collect();
+        assert_eq!(kept, ["b", "c2"]);
+        // The count starts again on the next row.
+        assert_eq!(e.check_row(b"s"), RowCheck::Include);
+        assert_eq!(e.finish_row(cells).len(), 2);
+        let mut f = FilterEval::new(&Filter::Family(CompareOp::NotEqual, b"cf".to_vec())).unwrap();
+        assert_eq!(f.check_row(b"r"), RowCheck::Include);
+        assert!(f.finish_row(vec![cell("a", 1, "x")]).is_empty());
     }
 
     #[test]
