@@ -668,3 +668,46 @@ scan 't', {FILTER => \"ValueFilter(>, 'substring:a')\"}
         lines[9]
     );
 }
+
+#[test]
+fn family_range_pagination_and_exclude_filters_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', {NAME => 'a', VERSIONS => 3}, 'b'
+put 't', 'r', 'a:c1', 'x', 1
+put 't', 'r', 'a:c1', 'y', 2
+put 't', 'r', 'a:c2', 'z', 1
+put 't', 'r', 'a:c3', 'w', 1
+put 't', 'r', 'b:c1', 'v', 1
+put 't', 's', 'a:c1', 'no', 1
+scan 't', {FILTER => \"FamilyFilter(=, 'binary:b')\"}
+scan 't', {VERSIONS => 3, FILTER => \"ColumnPaginationFilter(2, 1)\"}
+scan 't', {FILTER => \"ColumnRangeFilter('c2', true, 'c3', false)\"}
+scan 't', {FILTER => \"SingleColumnValueExcludeFilter('a', 'c1', =, 'binary:y')\"}
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let cells = |l: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}={}",
+                    c["row"].as_str().unwrap(),
+                    c["column"].as_str().unwrap(),
+                    c["value"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(cells(lines[7]), ["r/b:c1=v"]);
+    // Row r's columns: a:c1, a:c2, a:c3, b:c1; skip one, keep two, one version each.
+    assert_eq!(cells(lines[8]), ["r/a:c2=z", "r/a:c3=w"]);
+    assert_eq!(cells(lines[9]), ["r/a:c2=z"]);
+    assert_eq!(cells(lines[10]), ["r/a:c2=z", "r/a:c3=w", "r/b:c1=v"]);
+}

@@ -527,6 +527,15 @@ impl Shell {
                 }
             }
             Command::Help { command } => Output::Help(help(command.as_deref())?),
+            Command::ShowFilters => Output::Names {
+                header: "FILTER",
+                field: "filters",
+                names: super::filter::FILTERS
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect(),
+                echo: false,
+            },
             Command::Exit => Output::Exit,
         })
     }

@@ -20,6 +20,27 @@
 
 use cellar::{CompareOp, Filter, Matcher};
 
+/// The filters this build parses (`show_filters`), sorted.
+pub const FILTERS: &[&str] = &[
+    "ColumnPaginationFilter",
+    "ColumnPrefixFilter",
+    "ColumnRangeFilter",
+    "FamilyFilter",
+    "FirstKeyOnlyFilter",
+    "InclusiveStopFilter",
+    "KeyOnlyFilter",
+    "MultiRowRangeFilter",
+    "MultipleColumnPrefixFilter",
+    "PageFilter",
+    "PrefixFilter",
+    "QualifierFilter",
+    "RowFilter",
+    "SingleColumnValueExcludeFilter",
+    "SingleColumnValueFilter",
+    "TimestampsFilter",
+    "ValueFilter",
+];
+
 /// Parse a filter string. Errors carry the byte offset (0-based) into the string.
 pub fn parse_filter(src: &[u8]) -> Result<Filter, FilterError> {
     let mut p = Parser { s: src, i: 0 };
@@ -284,7 +305,7 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Filter::Or(ps))
         }
-        "QualifierFilter" | "ValueFilter" | "RowFilter" => match args.as_slice() {
+        "QualifierFilter" | "ValueFilter" | "RowFilter" | "FamilyFilter" => match args.as_slice() {
             [o, c] => {
                 let op = op(o)?;
                 let (kind, operand) = comparator(c)?;
@@ -292,19 +313,21 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
                     return Ok(match name {
                         "QualifierFilter" => Filter::QualifierMatch(m),
                         "ValueFilter" => Filter::ValueMatch(m),
+                        "FamilyFilter" => Filter::FamilyMatch(m),
                         _ => Filter::RowMatch(m),
                     });
                 }
                 let leaf: fn(CompareOp, Vec<u8>) -> Filter = match name {
                     "QualifierFilter" => |op, v| Filter::Qualifier(op, v),
                     "ValueFilter" => |op, v| Filter::Value(op, v),
+                    "FamilyFilter" => |op, v| Filter::Family(op, v),
                     _ => row_compare,
                 };
                 Ok(compare(op, kind, operand, leaf))
             }
             _ => Err(usage(&format!("{name}(=, 'binary:abc')"))),
         },
-        "SingleColumnValueFilter" => {
+        "SingleColumnValueFilter" | "SingleColumnValueExcludeFilter" => {
             let (fam, q, o, c, if_missing, latest) = match args.as_slice() {
                 [f, q, o, c] => (f, q, o, c, false, true),
                 [f, q, o, c, (mo, m), (lo, l)] => {
@@ -315,15 +338,15 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
                     (f, q, o, c, *m, *l)
                 }
                 _ => {
-                    return Err(usage(
-                        "SingleColumnValueFilter('cf', 'q', =, 'binary:v'[, filterIfMissing, latestVersionOnly])",
-                    ))
+                    return Err(usage(&format!(
+                        "{name}('cf', 'q', =, 'binary:v'[, filterIfMissing, latestVersionOnly])"
+                    )))
                 }
             };
             if !latest {
                 return Err(unsupported(
                     at,
-                    "SingleColumnValueFilter with latestVersionOnly false is not supported by this build (it tests the newest version)",
+                    &format!("{name} with latestVersionOnly false is not supported by this build (it tests the newest version)"),
                 ));
             }
             let family = String::from_utf8(bytes(fam, "a family")?)
@@ -331,24 +354,71 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             let qualifier = bytes(q, "a qualifier")?;
             let op = op(o)?;
             let (kind, operand) = comparator(c)?;
-            if let Some(matcher) = matcher(op, o.0, kind, operand.clone())? {
-                return Ok(Filter::SingleColumnValueMatch {
-                    family,
-                    qualifier,
+            // The exclude form drops the tested column from what it returns: every cell but
+            // those of family `fam` and qualifier `q`.
+            let exclude = (name == "SingleColumnValueExcludeFilter").then(|| {
+                Filter::Or(vec![
+                    Filter::Family(CompareOp::NotEqual, family.clone().into_bytes()),
+                    Filter::Qualifier(CompareOp::NotEqual, qualifier.clone()),
+                ])
+            });
+            let test = match matcher(op, o.0, kind, operand.clone())? {
+                Some(matcher) => Filter::SingleColumnValueMatch {
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
                     matcher,
                     filter_if_missing: if_missing,
-                });
-            }
-            Ok(compare(op, kind, operand, |op, value| {
-                Filter::SingleColumnValue {
+                },
+                None => compare(op, kind, operand, |op, value| Filter::SingleColumnValue {
                     family: family.clone(),
                     qualifier: qualifier.clone(),
                     op,
                     value,
                     filter_if_missing: if_missing,
-                }
-            }))
+                }),
+            };
+            Ok(match exclude {
+                Some(x) => Filter::And(vec![test, x]),
+                None => test,
+            })
         }
+        "ColumnRangeFilter" => {
+            let u = "ColumnRangeFilter('minColumn', minInclusive, 'maxColumn', maxInclusive)";
+            let [min, (mo, mi), max, (xo, xi)] = args.as_slice() else {
+                return Err(usage(u));
+            };
+            let (Arg::Bool(min_in), Arg::Bool(max_in)) = (mi, xi) else {
+                let o = if matches!(mi, Arg::Bool(_)) { *xo } else { *mo };
+                return Err(bad(o, "expected true or false".into()));
+            };
+            let (min, max) = (bytes(min, "a qualifier")?, bytes(max, "a qualifier")?);
+            // An empty bound is open, as a null one is in HBase.
+            let mut parts = Vec::new();
+            if !min.is_empty() {
+                let op = if *min_in { CompareOp::GreaterOrEqual } else { CompareOp::Greater };
+                parts.push(Filter::Qualifier(op, min));
+            }
+            if !max.is_empty() {
+                let op = if *max_in { CompareOp::LessOrEqual } else { CompareOp::Less };
+                parts.push(Filter::Qualifier(op, max));
+            }
+            Ok(match parts.len() {
+                0 => Filter::ColumnPrefix(Vec::new()),
+                1 => parts.remove(0),
+                _ => Filter::And(parts),
+            })
+        }
+        "ColumnPaginationFilter" => match args.as_slice() {
+            [(_, Arg::Int(l)), (_, Arg::Int(o))] if *l >= 0 && *o >= 0 => Ok(Filter::ColumnPage {
+                limit: *l as usize,
+                offset: *o as usize,
+            }),
+            [_, (o, Arg::Bytes(_))] => Err(unsupported(
+                *o,
+                "ColumnPaginationFilter with a column offset (a qualifier) is not supported by this build (give a number of columns)",
+            )),
+            _ => Err(usage("ColumnPaginationFilter(limit, offset)")),
+        },
         "TimestampsFilter" => {
             let ts = args
                 .iter()
@@ -410,16 +480,12 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             }
             Ok(Filter::RowRanges(ranges))
         }
-        "FamilyFilter"
-        | "ColumnRangeFilter"
-        | "DependentColumnFilter"
+        "DependentColumnFilter"
         | "ColumnCountGetFilter"
-        | "ColumnPaginationFilter"
         | "FirstKeyValueMatchingQualifiersFilter"
         | "FuzzyRowFilter"
         | "RandomRowFilter"
-        | "ColumnValueFilter"
-        | "SingleColumnValueExcludeFilter" => Err(unsupported(
+        | "ColumnValueFilter" => Err(unsupported(
             at,
             &format!("{name} is not supported by this build"),
         )),
@@ -681,6 +747,67 @@ mod tests {
                 filter_if_missing: true,
             }
         );
+    }
+
+    #[test]
+    fn family_range_pagination_and_exclude_filters() {
+        assert_eq!(
+            p("FamilyFilter(!=, 'binary:cf')").unwrap(),
+            Filter::Family(CompareOp::NotEqual, b"cf".to_vec())
+        );
+        assert_eq!(
+            p("ColumnRangeFilter('b', true, 'd', false)").unwrap(),
+            Filter::And(vec![
+                Filter::Qualifier(CompareOp::GreaterOrEqual, b"b".to_vec()),
+                Filter::Qualifier(CompareOp::Less, b"d".to_vec()),
+            ])
+        );
+        assert_eq!(
+            p("ColumnRangeFilter('', true, 'd', true)").unwrap(),
+            Filter::Qualifier(CompareOp::LessOrEqual, b"d".to_vec())
+        );
+        assert_eq!(
+            p("ColumnPaginationFilter(2, 1)").unwrap(),
+            Filter::ColumnPage {
+                limit: 2,
+                offset: 1
+            }
+        );
+        assert!(p("ColumnPaginationFilter(2, 'q')").unwrap_err().unsupported);
+        let Filter::And(parts) =
+            p("SingleColumnValueExcludeFilter('cf', 'q', =, 'binary:v')").unwrap()
+        else {
+            panic!("not an And");
+        };
+        assert!(matches!(parts[0], Filter::SingleColumnValue { .. }));
+    }
+
+    #[test]
+    fn show_filters_lists_exactly_the_filters_parsed() {
+        let mut sorted = FILTERS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, FILTERS);
+        for name in FILTERS {
+            // No arguments: a usage error or a filter, never "unknown filter".
+            match p(&format!("{name}()")) {
+                Ok(_) => {}
+                Err(e) => assert!(!e.msg.contains("unknown filter"), "{name}: {e:?}"),
+            }
+        }
+        // The match arms name no filter that the list leaves out.
+        let src = include_str!("filter.rs");
+        let body =
+            &src[src.find("    match name {").unwrap()..src.find("        other =>").unwrap()];
+        for word in body
+            .split('"')
+            .filter(|w| w.ends_with("Filter") && !w.contains(' '))
+        {
+            let refused = p(&format!("{word}()")).is_err_and(|e| e.unsupported);
+            assert!(
+                FILTERS.contains(&word) || refused,
+                "{word} is parsed but not listed"
+            );
+        }
     }
 
     #[test]

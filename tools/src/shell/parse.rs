@@ -261,6 +261,7 @@ pub enum Command {
         family: Option<String>,
     },
     Status,
+    ShowFilters,
     Help {
         command: Option<String>,
     },
@@ -301,6 +302,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("incr", "incr 't', 'row', 'cf:q'[, n]", "Add to a counter"),
     ("get_counter", "get_counter 't', 'row', 'cf:q'", "Read a counter"),
     ("append", "append 't', 'row', 'cf:q', 'value'", "Append to a value"),
+    ("show_filters", "show_filters", "List the filters FILTER strings may use"),
     ("count", "count 't'[, {INTERVAL => 1000, FILTER => \"...\"}]", "Count rows"),
     ("flush", "flush ['t']", "Flush memstores to files (the whole database)"),
     ("compact", "compact 't'[, 'cf']", "Run the compactions that are due"),
@@ -1228,6 +1230,7 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         "help" => Command::Help {
             command: a.opt_text("a command name string")?,
         },
+        "show_filters" => Command::ShowFilters,
         "exit" | "quit" => Command::Exit,
         other => {
             let known = COMMANDS.iter().any(|c| c.0 == other);
@@ -1613,7 +1616,7 @@ mod tests {
             "line 1, column 10: expected ',' or the end of the command, found a string"
         );
         assert!(one("scan 't', {REVERSED => true}").is_ok());
-        let e = one("scan 't', {FILTER => \"ValueFilter(=, 'substring:x')\"}").unwrap_err();
+        let e = one("scan 't', {FILTER => \"ValueFilter(=, 'long:x')\"}").unwrap_err();
         assert_eq!(e.kind, kind::UNSUPPORTED);
         assert!(err_text("create 't', {NAME => 'cf', VERSIONS => 0}")
             .contains("VERSIONS must be at least 1"));
