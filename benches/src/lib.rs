@@ -131,7 +131,7 @@ pub fn concat(cells: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
-/// The floor for compressed writing: LZ4 over the raw stream ([`concat`]) in 64 KiB chunks,
+/// The floor for compressed writing: LZ4 over the raw stream ([`concat()`]) in 64 KiB chunks,
 /// with no block structure, index, bloom or checksums. Returns the compressed size.
 pub fn lz4_floor(stream: &[u8]) -> usize {
     stream

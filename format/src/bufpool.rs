@@ -9,8 +9,8 @@
 //! over and over reuses a handful of warm buffers: readrandom on 2M cached keys gained 2–7%
 //! in each of 4 alternated pairs of runs.
 //!
-//! The pool is bounded in both directions: it keeps at most [`KEEP`] buffers, and a buffer
-//! that grew past [`MAX_KEPT`] bytes (a cursor over huge keys) is freed instead of kept, so an
+//! The pool is bounded in both directions: it keeps at most `KEEP` buffers, and a buffer
+//! that grew past `MAX_KEPT` bytes (a cursor over huge keys) is freed instead of kept, so an
 //! idle thread holds at most `KEEP × MAX_KEPT` bytes here.
 
 use std::cell::RefCell;

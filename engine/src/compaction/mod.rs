@@ -1,4 +1,4 @@
-//! Compaction: which files to merge ([`picker`], a pure function of a [`Version`]), what a
+//! Compaction: which files to merge ([`picker`], a pure function of a [`Version`](crate::manifest::Version)), what a
 //! merge keeps ([`purge`], HBase's purge rules over the read path's version resolution), and the
 //! shared vocabulary of both. The engine runs the tasks (`db::compact`).
 //!

@@ -248,7 +248,7 @@ impl<'a> Purger<'a> {
 
     /// [`Purger::push`] for a cell with tags: a cell past its per-cell TTL (SPEC.md §13 rule 7) is
     /// dropped at every compaction; it counts as no version, so no rank moves. One whose cell
-    /// TTL still runs is judged by rule 6 ([`Purger::live_cell_ttl`]).
+    /// TTL still runs is judged by rule 6 (`Purger::live_cell_ttl`).
     pub fn push_with_tags(&mut self, key: &KeyRef<'_>, tags: &[u8]) -> Decision {
         self.track_position(key);
         if key.cell_type() == Some(CellType::Put) {

@@ -1,7 +1,7 @@
 //! The memstore: a concurrent sorted map of one family's recent cells (HBase's MemStore).
 //!
 //! # Concurrency
-//! Any number of threads insert and iterate at once ([`skiplist`]: a lock-free skip list in an
+//! Any number of threads insert and iterate at once (`skiplist`: a lock-free skip list in an
 //! arena). The engine decides *which* memstore a write goes to under its switch lock (see
 //! `db.rs`), so a memstore that has become immutable receives no more inserts. Readers filter by
 //! sequence number, so a cell inserted while a read runs is invisible to it unless its batch's
@@ -110,7 +110,7 @@ impl MemStore {
 /// The skip list links forward only: a backward step would be a search from the top, O(log n)
 /// key comparisons. Stepping back instead searches once per row, for the last cell before the
 /// current cell's row, and walks forward from there to the current cell, stacking the cells
-/// passed (see [`MemIter::fill_back`]); each further `prev` pops one. A backward walk so costs
+/// passed (see `MemIter::fill_back`); each further `prev` pops one. A backward walk so costs
 /// one search per row plus one forward step per cell, and holds one row's entries.
 pub struct MemIter<'a> {
     map: &'a SkipList,

@@ -25,8 +25,8 @@
 //! succeeded (survives power loss). Prefix rule: an acknowledgement of seq S at a level implies
 //! the same for every seq below S.
 //!
-//! **Group commit** ([`commit`]). Appenders queue records; a waiting appender with no leader
-//! ahead of it becomes the leader and writes the whole queue through the [`writer`] in one
+//! **Group commit** (`commit`). Appenders queue records; a waiting appender with no leader
+//! ahead of it becomes the leader and writes the whole queue through the `writer` in one
 //! device call, the others wait for the `written`/`synced` watermarks. A background thread
 //! leads for `AsyncWal` records and does the final sync at close. The device is io_uring or
 //! pwrite+fdatasync ([`BackendKind`]).
@@ -41,7 +41,7 @@
 //!
 //! **Replay** ([`replay`]) reads segments in order under a [`RecoveryMode`].
 //!
-//! Model checking of the hand-off: see [`commit`] for the loom command.
+//! Model checking of the hand-off: see `commit` for the loom command.
 
 mod commit;
 pub(crate) use commit::AppendError;

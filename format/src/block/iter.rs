@@ -900,7 +900,7 @@ impl BlockIter {
     /// it (SPEC.md §4.3): so it shares fewer than `2 + row_len` bytes if and only if its row
     /// differs, and its `shared` length alone tells. An ANCHORED_DIFF restart entry is told
     /// from the anchor's bytes it shares and its delta
-    /// ([`anchored_restart_leaves_row`]); another encoding's restart entry and the end of the
+    /// (`anchored_restart_leaves_row`); another encoding's restart entry and the end of the
     /// block answer false.
     ///
     /// Why: a Get reads the cell after its row's last to see that the row ended, and decoding
