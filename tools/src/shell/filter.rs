@@ -22,9 +22,11 @@ use cellar::{CompareOp, Filter, Matcher};
 
 /// The filters this build parses (`show_filters`), sorted.
 pub const FILTERS: &[&str] = &[
+    "ColumnCountGetFilter",
     "ColumnPaginationFilter",
     "ColumnPrefixFilter",
     "ColumnRangeFilter",
+    "ColumnValueFilter",
     "FamilyFilter",
     "FirstKeyOnlyFilter",
     "InclusiveStopFilter",
@@ -408,6 +410,34 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
                 _ => Filter::And(parts),
             })
         }
+        "ColumnCountGetFilter" => match args.as_slice() {
+            // HBase's is meant for Gets: in a scan it ends the whole scan at the first row
+            // with more columns. Here it keeps each row's first n columns (one version each).
+            [(_, Arg::Int(n))] if *n >= 0 => Ok(Filter::ColumnPage {
+                limit: *n as usize,
+                offset: 0,
+            }),
+            _ => Err(usage("ColumnCountGetFilter(n)")),
+        },
+        "ColumnValueFilter" => {
+            let [fam, q, o, c] = args.as_slice() else {
+                return Err(usage("ColumnValueFilter('cf', 'q', =, 'binary:v')"));
+            };
+            let family = bytes(fam, "a family")?;
+            let qualifier = bytes(q, "a qualifier")?;
+            let op = op(o)?;
+            let (kind, operand) = comparator(c)?;
+            // Only the tested column's cells whose value passes.
+            let value = match matcher(op, o.0, kind, operand.clone())? {
+                Some(m) => Filter::ValueMatch(m),
+                None => compare(op, kind, operand, |op, v| Filter::Value(op, v)),
+            };
+            Ok(Filter::And(vec![
+                Filter::Family(CompareOp::Equal, family),
+                Filter::Qualifier(CompareOp::Equal, qualifier),
+                value,
+            ]))
+        }
         "ColumnPaginationFilter" => match args.as_slice() {
             [(_, Arg::Int(l)), (_, Arg::Int(o))] if *l >= 0 && *o >= 0 => Ok(Filter::ColumnPage {
                 limit: *l as usize,
@@ -481,11 +511,9 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             Ok(Filter::RowRanges(ranges))
         }
         "DependentColumnFilter"
-        | "ColumnCountGetFilter"
         | "FirstKeyValueMatchingQualifiersFilter"
         | "FuzzyRowFilter"
-        | "RandomRowFilter"
-        | "ColumnValueFilter" => Err(unsupported(
+        | "RandomRowFilter" => Err(unsupported(
             at,
             &format!("{name} is not supported by this build"),
         )),
@@ -774,6 +802,21 @@ mod tests {
             }
         );
         assert!(p("ColumnPaginationFilter(2, 'q')").unwrap_err().unsupported);
+        assert_eq!(
+            p("ColumnCountGetFilter(3)").unwrap(),
+            Filter::ColumnPage {
+                limit: 3,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            p("ColumnValueFilter('cf', 'q', =, 'substring:v')").unwrap(),
+            Filter::And(vec![
+                Filter::Family(CompareOp::Equal, b"cf".to_vec()),
+                Filter::Qualifier(CompareOp::Equal, b"q".to_vec()),
+                Filter::ValueMatch(Matcher::substring("v")),
+            ])
+        );
         let Filter::And(parts) =
             p("SingleColumnValueExcludeFilter('cf', 'q', =, 'binary:v')").unwrap()
         else {
