@@ -430,7 +430,7 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             // Only the tested column's cells whose value passes.
             let value = match matcher(op, o.0, kind, operand.clone())? {
                 Some(m) => Filter::ValueMatch(m),
-                None => compare(op, kind, operand, |op, v| Filter::Value(op, v)),
+                None => compare(op, kind, operand, Filter::Value),
             };
             Ok(Filter::And(vec![
                 Filter::Family(CompareOp::Equal, family),
