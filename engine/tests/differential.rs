@@ -778,6 +778,20 @@ impl Gen<'_> {
                 offset: self.rng.random_range(0..=2),
             },
             8 => Filter::FirstKeyOnly,
+            9 if self.rng.random_bool(0.25) => {
+                let (f, q) = (self.fam(), self.qual());
+                let value = match self.rng.random_range(0..3) {
+                    0 => None,
+                    1 => Some(Filter::Value(self.op_compare(), self.value_operand())),
+                    _ => Some(Filter::ValueMatch(self.matcher())),
+                };
+                Filter::DependentColumn {
+                    family: FAMILY_NAMES[f].to_owned(),
+                    qualifier: QUALS[q].as_bytes().to_vec(),
+                    drop_reference: self.rng.random_bool(0.5),
+                    value: value.map(Box::new),
+                }
+            }
             9 => {
                 let m = self.matcher();
                 match self.rng.random_range(0..4) {
@@ -1778,6 +1792,25 @@ fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
                     None => !filter_if_missing,
                 },
             ),
+            Filter::DependentColumn {
+                family,
+                qualifier,
+                drop_reference,
+                value,
+            } => {
+                let is_ref = |c: &OutCell| c.family == *family && c.qual == *qualifier;
+                let passed = match value {
+                    Some(v) => eval(v, key, cells, accepted, &all(true)),
+                    None => all(true),
+                };
+                let stamps: Vec<u64> = cells
+                    .iter()
+                    .zip(&passed)
+                    .filter(|(c, p)| is_ref(c) && **p)
+                    .map(|(c, _)| c.ts)
+                    .collect();
+                each(&|c| stamps.contains(&c.ts) && !(*drop_reference && is_ref(c)))
+            }
             Filter::Page(n) => all(accepted < *n),
             Filter::FirstKeyOnly => {
                 let first = reach.iter().position(|&r| r);

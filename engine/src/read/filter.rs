@@ -22,7 +22,9 @@
 //!    is decided at stage 1 but takes effect here: a row it rejects is read, not sought past.
 //! 3. **Row post-check**, on the row's resolved cells: [`Filter::SingleColumnValue`] and
 //!    [`Filter::SingleColumnValueMatch`] (the newest returned put of the column; the column
-//!    must be in the read's selection, as in HBase), and the And/Or combination of everything.
+//!    must be in the read's selection, as in HBase), [`Filter::DependentColumn`] (the
+//!    reference column's timestamps, which its cells are then judged by), and the And/Or
+//!    combination of everything.
 //! 4. **Transforms**: [`Filter::FirstKeyOnly`] keeps the first cell of the row that reaches it
 //!    (in an And, the first that passed the children before it), [`Filter::ColumnPage`] the
 //!    first cell of each column in its window of those that reach it; [`Filter::KeyOnly`] empties
@@ -242,6 +244,24 @@ pub enum Filter {
         /// Drop rows that lack the column (HBase's `setFilterIfMissing`).
         filter_if_missing: bool,
     },
+    /// Cells at the timestamps of a reference column (HBase's DependentColumnFilter): the
+    /// row's returned cells of `family:qualifier` that `value` lets through (all of them when
+    /// `None`) give a set of timestamps; a cell passes when its timestamp is in the set,
+    /// unless it is of the reference column and `drop_reference`. So a reference cell passes
+    /// when `value` let it through — except in a raw read that returns two cells of the column
+    /// at one timestamp, where both go with the set. A row without such a reference cell
+    /// returns nothing.
+    DependentColumn {
+        /// Family of the reference column.
+        family: String,
+        /// Qualifier of the reference column.
+        qualifier: Vec<u8>,
+        /// Leave the reference column's own cells out.
+        drop_reference: bool,
+        /// A cell filter the reference cells must pass (`Value`, `ValueMatch`, or And/Or of
+        /// them: what HBase's comparator on the reference value does).
+        value: Option<Box<Filter>>,
+    },
     /// Cells with one of these timestamps.
     Timestamps(Vec<u64>),
     /// At most `n` rows in all.
@@ -320,6 +340,14 @@ enum Kind {
         qualifier: Vec<u8>,
         test: Test,
         filter_if_missing: bool,
+    },
+    Dependent {
+        family: String,
+        qualifier: Vec<u8>,
+        drop_reference: bool,
+        value: Option<Box<Node>>,
+        /// Timestamps of the current row's passing reference cells, sorted.
+        stamps: Vec<u64>,
     },
     /// Sorted, deduplicated.
     Timestamps(Vec<u64>),
@@ -422,6 +450,21 @@ impl Node {
                 test: Test::Match(Compiled::new(matcher)?),
                 filter_if_missing: *filter_if_missing,
             },
+            Filter::DependentColumn {
+                family,
+                qualifier,
+                drop_reference,
+                value,
+            } => Kind::Dependent {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                drop_reference: *drop_reference,
+                value: match value {
+                    Some(f) => Some(Box::new(Node::compile(f)?)),
+                    None => None,
+                },
+                stamps: Vec::new(),
+            },
             Filter::Timestamps(ts) => {
                 let mut ts = ts.clone();
                 ts.sort_unstable();
@@ -509,6 +552,13 @@ impl Node {
             Kind::ColumnPage { columns, last, .. } => {
                 *columns = 0;
                 *last = None;
+                RowState::Maybe
+            }
+            Kind::Dependent { value, stamps, .. } => {
+                stamps.clear();
+                if let Some(v) = value {
+                    v.check_row(row, accepted, reversed);
+                }
                 RowState::Maybe
             }
             Kind::ColumnPrefix(_)
@@ -605,6 +655,27 @@ impl Node {
                     RowState::Fail(None)
                 })
             }
+            Kind::Dependent {
+                family,
+                qualifier,
+                value,
+                stamps,
+                ..
+            } => {
+                if let Some(v) = value.as_deref_mut() {
+                    v.settle(cells);
+                }
+                for c in cells {
+                    if c.family == *family
+                        && c.qualifier == *qualifier
+                        && value.as_deref_mut().is_none_or(|v| v.eval(c).0)
+                    {
+                        stamps.push(c.timestamp);
+                    }
+                }
+                stamps.sort_unstable();
+                None
+            }
             Kind::And(children) | Kind::Or(children) => {
                 for c in children.iter_mut() {
                     c.settle(cells);
@@ -671,6 +742,17 @@ impl Node {
             }
             Kind::Value(t) => (t.passes(&cell.value), false),
             Kind::Timestamps(ts) => (ts.binary_search(&cell.timestamp).is_ok(), false),
+            Kind::Dependent {
+                family,
+                qualifier,
+                drop_reference,
+                stamps,
+                ..
+            } => {
+                let reference = cell.family == *family && cell.qualifier == *qualifier;
+                let stamped = stamps.binary_search(&cell.timestamp).is_ok();
+                (stamped && !(reference && *drop_reference), false)
+            }
             Kind::RowPrefix(_)
             | Kind::RowRanges(_)
             | Kind::RowMatch(_)
@@ -851,6 +933,40 @@ mod tests {
         let mut f = FilterEval::new(&Filter::Family(CompareOp::NotEqual, b"cf".to_vec())).unwrap();
         assert_eq!(f.check_row(b"r"), RowCheck::Include);
         assert!(f.finish_row(vec![cell("a", 1, "x")]).is_empty());
+    }
+
+    #[test]
+    fn dependent_column_keeps_cells_at_the_reference_timestamps() {
+        let f = |drop: bool, value: Option<Filter>| Filter::DependentColumn {
+            family: "cf".into(),
+            qualifier: b"ref".to_vec(),
+            drop_reference: drop,
+            value: value.map(Box::new),
+        };
+        let cells = vec![
+            cell("a", 3, "a3"),
+            cell("a", 2, "a2"),
+            cell("b", 1, "b1"),
+            cell("ref", 3, "yes"),
+            cell("ref", 1, "no"),
+        ];
+        let run = |filter: Filter| {
+            let mut e = FilterEval::new(&filter).unwrap();
+            assert_eq!(e.check_row(b"r"), RowCheck::Include);
+            e.finish_row(cells.clone())
+                .iter()
+                .map(|c| String::from_utf8(c.value.clone()).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(f(false, None)), ["a3", "b1", "yes", "no"]);
+        assert_eq!(run(f(true, None)), ["a3", "b1"]);
+        let yes = Filter::Value(CompareOp::Equal, b"yes".to_vec());
+        assert_eq!(run(f(false, Some(yes.clone()))), ["a3", "yes"]);
+        assert_eq!(run(f(true, Some(yes))), ["a3"]);
+        // No reference cell: nothing.
+        let mut e = FilterEval::new(&f(false, None)).unwrap();
+        e.check_row(b"s");
+        assert!(e.finish_row(vec![cell("a", 3, "a3")]).is_empty());
     }
 
     #[test]
