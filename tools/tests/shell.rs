@@ -685,6 +685,7 @@ scan 't', {FILTER => \"FamilyFilter(=, 'binary:b')\"}
 scan 't', {VERSIONS => 3, FILTER => \"ColumnPaginationFilter(2, 1)\"}
 scan 't', {FILTER => \"ColumnRangeFilter('c2', true, 'c3', false)\"}
 scan 't', {FILTER => \"SingleColumnValueExcludeFilter('a', 'c1', =, 'binary:y')\"}
+scan 't', {FILTER => \"DependentColumnFilter('a', 'c2', true)\"}
 ";
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 0, "{}", r.stdout);
@@ -710,4 +711,6 @@ scan 't', {FILTER => \"SingleColumnValueExcludeFilter('a', 'c1', =, 'binary:y')\
     assert_eq!(cells(lines[8]), ["r/a:c2=z", "r/a:c3=w"]);
     assert_eq!(cells(lines[9]), ["r/a:c2=z"]);
     assert_eq!(cells(lines[10]), ["r/a:c2=z", "r/a:c3=w", "r/b:c1=v"]);
+    // a:c2 is at timestamp 1: the cells at 1, a:c2 itself dropped (a:c1's newest is at 2).
+    assert_eq!(cells(lines[11]), ["r/a:c3=w", "r/b:c1=v"]);
 }

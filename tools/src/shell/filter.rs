@@ -27,6 +27,7 @@ pub const FILTERS: &[&str] = &[
     "ColumnPrefixFilter",
     "ColumnRangeFilter",
     "ColumnValueFilter",
+    "DependentColumnFilter",
     "FamilyFilter",
     "FirstKeyOnlyFilter",
     "InclusiveStopFilter",
@@ -438,6 +439,38 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
                 value,
             ]))
         }
+        "DependentColumnFilter" => {
+            let u = "DependentColumnFilter('cf', 'q'[, dropDependentColumn[, =, 'binary:v']])";
+            let (fam, q, rest) = match args.as_slice() {
+                [f, q, rest @ ..] if rest.len() <= 3 && rest.len() != 2 => (f, q, rest),
+                _ => return Err(usage(u)),
+            };
+            let family = String::from_utf8(bytes(fam, "a family")?)
+                .map_err(|_| bad(fam.0, "family names are text".into()))?;
+            let qualifier = bytes(q, "a qualifier")?;
+            let drop_reference = match rest.first() {
+                None => false,
+                Some((_, Arg::Bool(b))) => *b,
+                Some((o, _)) => return Err(bad(*o, "expected true or false".into())),
+            };
+            let value = match rest {
+                [_, o, c] => {
+                    let op = op(o)?;
+                    let (kind, operand) = comparator(c)?;
+                    Some(Box::new(match matcher(op, o.0, kind, operand.clone())? {
+                        Some(m) => Filter::ValueMatch(m),
+                        None => compare(op, kind, operand, Filter::Value),
+                    }))
+                }
+                _ => None,
+            };
+            Ok(Filter::DependentColumn {
+                family,
+                qualifier,
+                drop_reference,
+                value,
+            })
+        }
         "ColumnPaginationFilter" => match args.as_slice() {
             [(_, Arg::Int(l)), (_, Arg::Int(o))] if *l >= 0 && *o >= 0 => Ok(Filter::ColumnPage {
                 limit: *l as usize,
@@ -510,8 +543,7 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             }
             Ok(Filter::RowRanges(ranges))
         }
-        "DependentColumnFilter"
-        | "FirstKeyValueMatchingQualifiersFilter"
+        "FirstKeyValueMatchingQualifiersFilter"
         | "FuzzyRowFilter"
         | "RandomRowFilter" => Err(unsupported(
             at,
@@ -802,6 +834,16 @@ mod tests {
             }
         );
         assert!(p("ColumnPaginationFilter(2, 'q')").unwrap_err().unsupported);
+        assert_eq!(
+            p("DependentColumnFilter('cf', 'q', true, =, 'binary:v')").unwrap(),
+            Filter::DependentColumn {
+                family: "cf".into(),
+                qualifier: b"q".to_vec(),
+                drop_reference: true,
+                value: Some(Box::new(Filter::Value(CompareOp::Equal, b"v".to_vec()))),
+            }
+        );
+        assert!(p("DependentColumnFilter('cf', 'q', true, =)").is_err());
         assert_eq!(
             p("ColumnCountGetFilter(3)").unwrap(),
             Filter::ColumnPage {
