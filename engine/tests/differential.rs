@@ -810,10 +810,26 @@ impl Gen<'_> {
                     filter_if_missing: self.rng.random_bool(0.5),
                 }
             }
+            11 | 12 if self.rng.random_bool(0.3) => {
+                // SKIP over a leaf or an And of leaves, alone or first in an And.
+                let inner = if self.rng.random_bool(0.5) {
+                    self.filter(depth + 1)
+                } else {
+                    Filter::And(vec![self.filter(depth + 1), self.filter(depth + 1)])
+                };
+                let skip = Filter::Skip(Box::new(inner));
+                if self.rng.random_bool(0.5) {
+                    skip
+                } else {
+                    Filter::And(vec![skip, self.filter(depth + 1)])
+                }
+            }
             11 | 12 => {
                 let n = self.rng.random_range(2..=3);
                 Filter::And((0..n).map(|_| self.filter(depth + 1)).collect())
             }
+            // WHILE only at the top, where the oracle follows it across rows.
+            13 if self.rng.random_bool(0.3) => Filter::While(Box::new(self.filter(depth + 1))),
             13 => {
                 let n = self.rng.random_range(2..=3);
                 Filter::Or((0..n).map(|_| self.filter(depth + 1)).collect())
@@ -1811,6 +1827,10 @@ fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
                     .collect();
                 each(&|c| stamps.contains(&c.ts) && !(*drop_reference && is_ref(c)))
             }
+            Filter::Skip(inner) => {
+                let m = eval(inner, key, cells, accepted, &all(true));
+                all(m.iter().all(|&b| b))
+            }
             Filter::Page(n) => all(accepted < *n),
             Filter::FirstKeyOnly => {
                 let first = reach.iter().position(|&r| r);
@@ -1847,7 +1867,17 @@ fn filter_oracle(rows: &[OutRow], f: &Filter) -> Vec<OutRow> {
     };
     let mut out = Vec::new();
     for (key, cells) in rows {
-        let mask = eval(f, key, cells, out.len(), &vec![true; cells.len()]);
+        let mask = match f {
+            // Whole rows until the first the inner filter does not take whole; none after.
+            Filter::While(inner) => {
+                let m = eval(inner, key, cells, out.len(), &vec![true; cells.len()]);
+                if !m.iter().all(|&b| b) {
+                    break;
+                }
+                m
+            }
+            f => eval(f, key, cells, out.len(), &vec![true; cells.len()]),
+        };
         let kept: Vec<OutCell> = cells
             .iter()
             .zip(mask)

@@ -686,6 +686,9 @@ scan 't', {VERSIONS => 3, FILTER => \"ColumnPaginationFilter(2, 1)\"}
 scan 't', {FILTER => \"ColumnRangeFilter('c2', true, 'c3', false)\"}
 scan 't', {FILTER => \"SingleColumnValueExcludeFilter('a', 'c1', =, 'binary:y')\"}
 scan 't', {FILTER => \"DependentColumnFilter('a', 'c2', true)\"}
+scan 't', {FILTER => \"SKIP ValueFilter(!=, 'binary:no')\"}
+scan 't', {FILTER => \"WHILE ValueFilter(!=, 'binary:no')\"}
+scan 't', {FILTER => \"WHILE ValueFilter(!=, 'binary:y')\"}
 ";
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 0, "{}", r.stdout);
@@ -713,4 +716,12 @@ scan 't', {FILTER => \"DependentColumnFilter('a', 'c2', true)\"}
     assert_eq!(cells(lines[10]), ["r/a:c2=z", "r/a:c3=w", "r/b:c1=v"]);
     // a:c2 is at timestamp 1: the cells at 1, a:c2 itself dropped (a:c1's newest is at 2).
     assert_eq!(cells(lines[11]), ["r/a:c3=w", "r/b:c1=v"]);
+    let whole_r = ["r/a:c1=y", "r/a:c2=z", "r/a:c3=w", "r/b:c1=v"];
+    assert_eq!(
+        cells(lines[12]),
+        whole_r,
+        "SKIP drops row s, which holds 'no'"
+    );
+    assert_eq!(cells(lines[13]), whole_r, "WHILE stops at row s");
+    assert!(cells(lines[14]).is_empty(), "WHILE stops at row r");
 }

@@ -23,8 +23,10 @@
 //! 3. **Row post-check**, on the row's resolved cells: [`Filter::SingleColumnValue`] and
 //!    [`Filter::SingleColumnValueMatch`] (the newest returned put of the column; the column
 //!    must be in the read's selection, as in HBase), [`Filter::DependentColumn`] (the
-//!    reference column's timestamps, which its cells are then judged by), and the And/Or
-//!    combination of everything.
+//!    reference column's timestamps, which its cells are then judged by), [`Filter::Skip`]
+//!    and [`Filter::While`] (whether the inner filter takes every cell of the row; a failing
+//!    row also ends a While, at the next row's row-key stage), and the And/Or combination of
+//!    everything.
 //! 4. **Transforms**: [`Filter::FirstKeyOnly`] keeps the first cell of the row that reaches it
 //!    (in an And, the first that passed the children before it), [`Filter::ColumnPage`] the
 //!    first cell of each column in its window of those that reach it; [`Filter::KeyOnly`] empties
@@ -280,6 +282,14 @@ pub enum Filter {
     },
     /// Keys only: values come back empty.
     KeyOnly,
+    /// A row whole or not at all: all its cells when the inner filter lets every one of them
+    /// through (and its row key), none otherwise (HBase's `SKIP`, SkipFilter).
+    Skip(Box<Filter>),
+    /// Rows while the inner filter lets them through whole: the scan ends at the first row
+    /// with cells to return whose key or any of whose resolved cells the inner filter rejects,
+    /// and that row is not returned (HBase's `WHILE`, WhileMatchFilter, may return the part of
+    /// that row before the rejected cell, and may stop at a row whose cells are all deleted).
+    While(Box<Filter>),
     /// Cells every child lets through.
     And(Vec<Filter>),
     /// Cells any child lets through.
@@ -364,6 +374,17 @@ enum Kind {
         last: Option<(String, Vec<u8>)>,
     },
     KeyOnly,
+    Skip(Box<Node>),
+    While {
+        inner: Box<Node>,
+        /// A row failed: no later row passes.
+        stopped: bool,
+        /// The inner filter rejected this row's key. The scan stops only if the row has
+        /// cells to return: a row that resolves to nothing (deleted, expired, outside the
+        /// time range) is invisible, and whether its keys are still stored must not change
+        /// what a read returns.
+        key_failed: bool,
+    },
     And(Vec<Node>),
     Or(Vec<Node>),
 }
@@ -480,6 +501,12 @@ impl Node {
                 last: None,
             },
             Filter::KeyOnly => Kind::KeyOnly,
+            Filter::Skip(f) => Kind::Skip(Box::new(Node::compile(f)?)),
+            Filter::While(f) => Kind::While {
+                inner: Box::new(Node::compile(f)?),
+                stopped: false,
+                key_failed: false,
+            },
             Filter::And(fs) => Kind::And(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
             Filter::Or(fs) => Kind::Or(fs.iter().map(Node::compile).collect::<Result<_, _>>()?),
         };
@@ -552,6 +579,19 @@ impl Node {
             Kind::ColumnPage { columns, last, .. } => {
                 *columns = 0;
                 *last = None;
+                RowState::Maybe
+            }
+            // A row-key failure of the inner filter fails every cell, so its hint holds here
+            // too; a pass or a maybe is settled on the cells.
+            Kind::Skip(inner) => match inner.check_row(row, accepted, reversed) {
+                RowState::Fail(hint) => RowState::Fail(hint),
+                RowState::Pass | RowState::Maybe => RowState::Maybe,
+            },
+            Kind::While { stopped: true, .. } => RowState::Fail(None),
+            Kind::While {
+                inner, key_failed, ..
+            } => {
+                *key_failed = matches!(inner.check_row(row, accepted, reversed), RowState::Fail(_));
                 RowState::Maybe
             }
             Kind::Dependent { value, stamps, .. } => {
@@ -650,6 +690,38 @@ impl Node {
                 };
                 // The hint is irrelevant here: the row's cells are already read.
                 Some(if pass {
+                    RowState::Pass
+                } else {
+                    RowState::Fail(None)
+                })
+            }
+            Kind::Skip(inner) => {
+                // Only a row still undecided by its key comes here.
+                if self.row != RowState::Maybe {
+                    return;
+                }
+                inner.settle(cells);
+                let whole = cells.iter().all(|c| inner.eval(c).0);
+                Some(if whole {
+                    RowState::Pass
+                } else {
+                    RowState::Fail(None)
+                })
+            }
+            Kind::While {
+                inner,
+                stopped,
+                key_failed,
+            } => {
+                if self.row != RowState::Maybe {
+                    return;
+                }
+                let whole = !*key_failed && {
+                    inner.settle(cells);
+                    cells.iter().all(|c| inner.eval(c).0)
+                };
+                *stopped |= !whole;
+                Some(if whole {
                     RowState::Pass
                 } else {
                     RowState::Fail(None)
@@ -757,6 +829,8 @@ impl Node {
             | Kind::RowRanges(_)
             | Kind::RowMatch(_)
             | Kind::Page(_)
+            | Kind::Skip(_)
+            | Kind::While { .. }
             | Kind::Scv { .. } => (row_pass, false),
         }
     }
@@ -967,6 +1041,43 @@ mod tests {
         let mut e = FilterEval::new(&f(false, None)).unwrap();
         e.check_row(b"s");
         assert!(e.finish_row(vec![cell("a", 3, "a3")]).is_empty());
+    }
+
+    #[test]
+    fn skip_takes_rows_whole_and_while_ends_the_scan() {
+        let not_zero = || Filter::Value(CompareOp::NotEqual, b"0".to_vec());
+        let mut e = FilterEval::new(&Filter::Skip(Box::new(not_zero()))).unwrap();
+        assert_eq!(e.check_row(b"a"), RowCheck::Include);
+        assert_eq!(
+            e.finish_row(vec![cell("q", 1, "1"), cell("r", 1, "0")]),
+            vec![]
+        );
+        assert_eq!(e.check_row(b"b"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![cell("q", 1, "1")]).len(), 1);
+        // A row key the inner filter rejects keeps its seek hint.
+        let mut e =
+            FilterEval::new(&Filter::Skip(Box::new(Filter::RowPrefix(b"m".to_vec())))).unwrap();
+        assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"m".to_vec()));
+
+        let mut e = FilterEval::new(&Filter::While(Box::new(not_zero()))).unwrap();
+        assert_eq!(e.check_row(b"a"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![cell("q", 1, "1")]).len(), 1);
+        assert_eq!(e.check_row(b"b"), RowCheck::Include);
+        assert_eq!(
+            e.finish_row(vec![cell("q", 1, "1"), cell("r", 1, "0")]),
+            vec![]
+        );
+        assert_eq!(e.check_row(b"c"), RowCheck::Done);
+        let mut e =
+            FilterEval::new(&Filter::While(Box::new(Filter::RowPrefix(b"a".to_vec())))).unwrap();
+        assert_eq!(e.check_row(b"a1"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![cell("q", 1, "1")]).len(), 1);
+        // A row the inner filter rejects by key but that has nothing to return goes unseen.
+        assert_eq!(e.check_row(b"b"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![]), vec![]);
+        assert_eq!(e.check_row(b"c"), RowCheck::Include);
+        assert_eq!(e.finish_row(vec![cell("q", 1, "1")]), vec![]);
+        assert_eq!(e.check_row(b"d"), RowCheck::Done);
     }
 
     #[test]

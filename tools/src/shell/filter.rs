@@ -4,7 +4,7 @@
 //! ```text
 //! expr    := and ("OR" and)*
 //! and     := primary ("AND" primary)*
-//! primary := "(" expr ")" | NAME "(" [arg ("," arg)*] ")"
+//! primary := "(" expr ")" | ("SKIP" | "WHILE") primary | NAME "(" [arg ("," arg)*] ")"
 //! arg     := 'quoted' ('' is a quote) | integer | true | false | = | != | < | <= | > | >=
 //! ```
 //!
@@ -158,14 +158,14 @@ impl Parser<'_> {
             self.i += 1;
             return Ok(f);
         }
-        let start = self.i;
-        if self.keyword("SKIP") || self.keyword("WHILE") {
-            self.i = start;
-            return Err(unsupported(
-                start,
-                "SKIP and WHILE are not supported by this build",
-            ));
+        // SKIP and WHILE bind tighter than AND and OR, to the filter or parentheses after them.
+        if self.keyword("SKIP") {
+            return Ok(Filter::Skip(Box::new(self.primary(depth + 1)?)));
         }
+        if self.keyword("WHILE") {
+            return Ok(Filter::While(Box::new(self.primary(depth + 1)?)));
+        }
+        let start = self.i;
         let name_end = self.s[self.i..]
             .iter()
             .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
@@ -893,6 +893,23 @@ mod tests {
                 "{word} is parsed but not listed"
             );
         }
+    }
+
+    #[test]
+    fn skip_and_while_bind_tighter_than_and() {
+        let v = || Filter::Value(CompareOp::NotEqual, b"0".to_vec());
+        assert_eq!(
+            p("SKIP ValueFilter(!=, 'binary:0') AND PrefixFilter('a')").unwrap(),
+            Filter::And(vec![
+                Filter::Skip(Box::new(v())),
+                Filter::RowPrefix(b"a".to_vec())
+            ])
+        );
+        assert_eq!(
+            p("while (ValueFilter(!=, 'binary:0') OR KeyOnlyFilter())").unwrap(),
+            Filter::While(Box::new(Filter::Or(vec![v(), Filter::KeyOnly])))
+        );
+        assert!(p("SKIP").is_err());
     }
 
     #[test]
