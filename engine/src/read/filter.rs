@@ -49,6 +49,7 @@
 
 use crate::read::query::{prefix_end, Cell};
 use cellar_format::CellType;
+use std::sync::Arc;
 
 /// A bytewise comparison (HBase's `CompareOperator` with a `BinaryComparator`): a cell passes
 /// when `actual OP operand` holds in lexicographic byte order.
@@ -145,24 +146,14 @@ struct Compiled {
 enum How {
     /// Lower-cased needle.
     Substring(String),
-    Regex(regex::bytes::Regex),
+    Regex(std::sync::Arc<regex::bytes::Regex>),
 }
 
 impl Compiled {
     fn new(m: &Matcher) -> crate::Result<Compiled> {
         let how = match &m.pattern {
             Pattern::Substring(t) => How::Substring(String::from_utf8_lossy(t).to_lowercase()),
-            Pattern::Regex(e) => How::Regex(
-                regex::bytes::RegexBuilder::new(e)
-                    .unicode(false)
-                    .dot_matches_new_line(true)
-                    .build()
-                    .map_err(|err| {
-                        crate::Error::InvalidArgument(format!(
-                            "regular expression {e:?} of a filter: {err}"
-                        ))
-                    })?,
-            ),
+            Pattern::Regex(e) => How::Regex(compiled_regex(e)?),
         };
         Ok(Compiled {
             how,
@@ -177,6 +168,49 @@ impl Compiled {
         };
         found != self.negate
     }
+}
+
+/// Expressions compiled lately, newest last. A filter is compiled for every read, and a
+/// program that runs many Gets with one regex filter would otherwise compile the expression
+/// each time: several times the cost of a cached Get. Shared behind an `Arc` rather than
+/// cloned: a clone of a `Regex` gets a new pool of search caches, which its first search
+/// fills again.
+static REGEX_CACHE: parking_lot::Mutex<Vec<(String, Arc<regex::bytes::Regex>)>> =
+    parking_lot::Mutex::new(Vec::new());
+
+/// Expressions [`REGEX_CACHE`] keeps.
+const REGEX_CACHE_LEN: usize = 16;
+
+fn compiled_regex(e: &str) -> crate::Result<Arc<regex::bytes::Regex>> {
+    {
+        let mut cache = REGEX_CACHE.lock();
+        if let Some(i) = cache.iter().position(|(k, _)| k == e) {
+            let hit = cache.remove(i);
+            let r = hit.1.clone();
+            cache.push(hit);
+            return Ok(r);
+        }
+    }
+    // Compiled outside the lock: an expensive expression does not hold up other reads.
+    let r = Arc::new(
+        regex::bytes::RegexBuilder::new(e)
+            .unicode(false)
+            .dot_matches_new_line(true)
+            .build()
+            .map_err(|err| {
+                crate::Error::InvalidArgument(format!(
+                    "regular expression {e:?} of a filter: {err}"
+                ))
+            })?,
+    );
+    let mut cache = REGEX_CACHE.lock();
+    if !cache.iter().any(|(k, _)| k == e) {
+        if cache.len() >= REGEX_CACHE_LEN {
+            cache.remove(0);
+        }
+        cache.push((e.to_owned(), r.clone()));
+    }
+    Ok(r)
 }
 
 /// `hay`, read as UTF-8 and lower-cased, contains `needle` (already lower case). ASCII text
@@ -959,6 +993,20 @@ mod tests {
             matches!(&e, crate::Error::InvalidArgument(m) if m.contains("(unclosed")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_repeated_expression_is_compiled_once() {
+        let a = compiled_regex("^cached expression [0-9]+$").unwrap();
+        let b = compiled_regex("^cached expression [0-9]+$").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        for i in 0..REGEX_CACHE_LEN {
+            compiled_regex(&format!("^other {i}$")).unwrap();
+        }
+        let c = compiled_regex("^cached expression [0-9]+$").unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "evicted after {REGEX_CACHE_LEN} others");
+        assert!(REGEX_CACHE.lock().len() <= REGEX_CACHE_LEN);
+        assert!(compiled_regex("(").is_err());
     }
 
     #[test]
