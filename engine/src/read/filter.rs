@@ -1004,7 +1004,10 @@ mod tests {
             compiled_regex(&format!("^other {i}$")).unwrap();
         }
         let c = compiled_regex("^cached expression [0-9]+$").unwrap();
-        assert!(!Arc::ptr_eq(&a, &c), "evicted after {REGEX_CACHE_LEN} others");
+        assert!(
+            !Arc::ptr_eq(&a, &c),
+            "evicted after {REGEX_CACHE_LEN} others"
+        );
         assert!(REGEX_CACHE.lock().len() <= REGEX_CACHE_LEN);
         assert!(compiled_regex("(").is_err());
     }

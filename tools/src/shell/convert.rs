@@ -220,11 +220,12 @@ impl Show {
         let row = text(&c.row);
         let column = format!("{}:{}", text(c.family.as_bytes()), text(&c.qualifier));
         let value = if c.cell_type == CellType::Put {
+            // A few columns at most: a walk, no key to build for every cell.
             let conv = self
                 .columns
-                .get(&(c.family.clone(), c.qualifier.clone()))
-                .copied()
-                .unwrap_or(self.formatter);
+                .iter()
+                .find(|((f, q), _)| *f == c.family && *q == c.qualifier)
+                .map_or(self.formatter, |(_, conv)| *conv);
             conv.show(&c.value).map_err(|e| {
                 ShellError::new(
                     kind::BAD_VALUE,

@@ -426,13 +426,8 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             };
             let family = bytes(fam, "a family")?;
             let qualifier = bytes(q, "a qualifier")?;
-            let op = op(o)?;
-            let (kind, operand) = comparator(c)?;
             // Only the tested column's cells whose value passes.
-            let value = match matcher(op, o.0, kind, operand.clone())? {
-                Some(m) => Filter::ValueMatch(m),
-                None => compare(op, kind, operand, Filter::Value),
-            };
+            let value = value_test(op(o)?, o.0, c)?;
             Ok(Filter::And(vec![
                 Filter::Family(CompareOp::Equal, family),
                 Filter::Qualifier(CompareOp::Equal, qualifier),
@@ -455,12 +450,7 @@ fn build(name: &str, at: usize, args: Vec<(usize, Arg)>) -> Result<Filter, Filte
             };
             let value = match rest {
                 [_, o, c] => {
-                    let op = op(o)?;
-                    let (kind, operand) = comparator(c)?;
-                    Some(Box::new(match matcher(op, o.0, kind, operand.clone())? {
-                        Some(m) => Filter::ValueMatch(m),
-                        None => compare(op, kind, operand, Filter::Value),
-                    }))
+                    Some(Box::new(value_test(op(o)?, o.0, c)?))
                 }
                 _ => None,
             };
@@ -559,6 +549,15 @@ enum Comparator {
     BinaryPrefix,
     Substring,
     Regex,
+}
+
+/// A cell filter on values: `value OP comparator` (a ValueFilter's meaning).
+fn value_test(op: CompareOp, op_at: usize, c: &(usize, Arg)) -> Result<Filter, FilterError> {
+    let (kind, operand) = comparator(c)?;
+    Ok(match matcher(op, op_at, kind, operand.clone())? {
+        Some(m) => Filter::ValueMatch(m),
+        None => compare(op, kind, operand, Filter::Value),
+    })
 }
 
 /// A regular expression's bytes as the engine's text: the shell already turned `\xNN` into
