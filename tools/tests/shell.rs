@@ -725,3 +725,35 @@ scan 't', {FILTER => \"WHILE ValueFilter(!=, 'binary:y')\"}
     assert_eq!(cells(lines[13]), whole_r, "WHILE stops at row s");
     assert!(cells(lines[14]).is_empty(), "WHILE stops at row r");
 }
+
+#[test]
+fn version_describe_namespace_and_truncate_preserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+version
+create_namespace 'ns'
+describe_namespace 'ns'
+describe_namespace 'missing'
+create 'ns:t', 'cf'
+put 'ns:t', 'r', 'cf:q', 'v'
+disable 'ns:t'
+truncate_preserve 'ns:t'
+count 'ns:t'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(r#"{{"ok":true,"version":"{}"}}"#, env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(lines[2], r#"{"ok":true,"namespace":"ns"}"#);
+    assert!(
+        lines[3].starts_with(r#"{"ok":false,"kind":"NamespaceNotFound""#),
+        "{}",
+        lines[3]
+    );
+    assert_eq!(lines[7], r#"{"ok":true}"#);
+    assert_eq!(lines[8], r#"{"ok":true,"count":0}"#, "emptied and enabled again");
+}

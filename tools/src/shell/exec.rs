@@ -527,6 +527,21 @@ impl Shell {
                 }
             }
             Command::Help { command } => Output::Help(help(command.as_deref())?),
+            Command::DescribeNamespace { name } => {
+                if !db.list_namespaces().iter().any(|n| n == name) {
+                    return Err(cellar::Error::NamespaceNotFound(name.clone()).into());
+                }
+                Output::Info {
+                    field: "namespace",
+                    value: name.clone(),
+                    text: format!("DESCRIPTION\n{{NAME => '{name}'}}"),
+                }
+            }
+            Command::Version => Output::Info {
+                field: "version",
+                value: env!("CARGO_PKG_VERSION").to_owned(),
+                text: format!("cellar {}", env!("CARGO_PKG_VERSION")),
+            },
             Command::ShowFilters => Output::Names {
                 header: "FILTER",
                 field: "filters",

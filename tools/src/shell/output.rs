@@ -75,6 +75,15 @@ pub enum Output {
     },
     /// `help`.
     Help(String),
+    /// One named value: `version`, `describe_namespace`.
+    Info {
+        /// JSON field.
+        field: &'static str,
+        /// JSON value.
+        value: String,
+        /// Text form.
+        text: String,
+    },
     /// `exit`.
     Exit,
 }
@@ -323,6 +332,10 @@ impl Output {
                 }
             }
             Output::Help(h) => return h.clone(),
+            Output::Info { text, .. } => {
+                out.push_str(text);
+                out.push('\n');
+            }
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -379,6 +392,9 @@ impl Output {
                 json(report)
             ),
             Output::Help(h) => format!(r#"{{"ok":true,"help":{}}}"#, json(h)),
+            Output::Info { field, value, .. } => {
+                format!(r#"{{"ok":true,"{field}":{}}}"#, json(value))
+            }
         }
     }
 }

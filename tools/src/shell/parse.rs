@@ -262,6 +262,10 @@ pub enum Command {
     },
     Status,
     ShowFilters,
+    DescribeNamespace {
+        name: String,
+    },
+    Version,
     Help {
         command: Option<String>,
     },
@@ -282,6 +286,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("create_namespace", "create_namespace 'ns'", "Create a namespace"),
     ("drop_namespace", "drop_namespace 'ns'", "Drop an empty namespace"),
     ("list_namespace", "list_namespace ['regex']", "List namespaces"),
+    ("describe_namespace", "describe_namespace 'ns'", "Show a namespace (it has no properties here)"),
     ("list_namespace_tables", "list_namespace_tables 'ns'", "List the tables of a namespace"),
     ("create", "create 't', 'cf1'[, {NAME => 'cf2', VERSIONS => 3, MIN_VERSIONS => 0, TTL => secs, KEEP_DELETED_CELLS => false, BLOOMFILTER => 'ROW', COMPRESSION => 'LZ4', BLOCKSIZE => 65536, NEW_VERSION_BEHAVIOR => false}, ...]", "Create a table"),
     ("alter", "alter 't', {NAME => 'cf', VERSIONS => 5} | 'cf' | {NAME => 'cf', METHOD => 'delete'} | 'delete' => 'cf'", "Add, change or remove families"),
@@ -294,6 +299,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("is_disabled", "is_disabled 't'", "Is the table disabled"),
     ("drop", "drop 't'", "Drop a disabled table"),
     ("truncate", "truncate 't'", "Drop and recreate a table with the same families"),
+    ("truncate_preserve", "truncate_preserve 't'", "As truncate (there are no region boundaries to keep)"),
     ("put", "put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}]", "Write a cell"),
     ("get", "get 't', 'row'[, 'cf:q[:toLong]' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read a row"),
     ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read rows"),
@@ -308,6 +314,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("compact", "compact 't'[, 'cf']", "Run the compactions that are due"),
     ("major_compact", "major_compact 't'[, 'cf']", "Rewrite a table or family into the last level"),
     ("status", "status", "Levels, files, sizes and counters"),
+    ("version", "version", "The version of Cellar"),
     ("help", "help ['command']", "This list, or one command's usage"),
     ("exit", "exit", "Leave the shell (also: quit)"),
 ];
@@ -1026,7 +1033,12 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         "is_enabled" => Command::IsEnabled { table: a.table()? },
         "is_disabled" => Command::IsDisabled { table: a.table()? },
         "drop" => Command::Drop { table: a.table()? },
-        "truncate" => Command::Truncate { table: a.table()? },
+        // No regions here, so nothing to preserve: the same as truncate.
+        "truncate" | "truncate_preserve" => Command::Truncate { table: a.table()? },
+        "describe_namespace" => Command::DescribeNamespace {
+            name: a.text("a namespace name string")?,
+        },
+        "version" => Command::Version,
         "put" => {
             let table = a.table()?;
             let row = a.bytes("a row key string")?;
