@@ -755,5 +755,8 @@ count 'ns:t'
         lines[3]
     );
     assert_eq!(lines[7], r#"{"ok":true}"#);
-    assert_eq!(lines[8], r#"{"ok":true,"count":0}"#, "emptied and enabled again");
+    assert_eq!(
+        lines[8], r#"{"ok":true,"count":0}"#,
+        "emptied and enabled again"
+    );
 }
