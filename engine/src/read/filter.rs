@@ -140,6 +140,9 @@ impl Matcher {
 struct Compiled {
     how: How,
     negate: bool,
+    /// Bytes every passing value starts with (`^abc...`, not negated); empty when none are
+    /// known.
+    prefix: Vec<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,13 +154,20 @@ enum How {
 
 impl Compiled {
     fn new(m: &Matcher) -> crate::Result<Compiled> {
-        let how = match &m.pattern {
-            Pattern::Substring(t) => How::Substring(String::from_utf8_lossy(t).to_lowercase()),
-            Pattern::Regex(e) => How::Regex(compiled_regex(e)?),
+        let (how, prefix) = match &m.pattern {
+            Pattern::Substring(t) => (
+                How::Substring(String::from_utf8_lossy(t).to_lowercase()),
+                Vec::new(),
+            ),
+            Pattern::Regex(e) => {
+                let (r, prefix) = compiled_regex(e)?;
+                (How::Regex(r), if m.negate { Vec::new() } else { prefix })
+            }
         };
         Ok(Compiled {
             how,
             negate: m.negate,
+            prefix,
         })
     }
 
@@ -175,13 +185,16 @@ impl Compiled {
 /// each time: several times the cost of a cached Get. Shared behind an `Arc` rather than
 /// cloned: a clone of a `Regex` gets a new pool of search caches, which its first search
 /// fills again.
-static REGEX_CACHE: parking_lot::Mutex<Vec<(String, Arc<regex::bytes::Regex>)>> =
+static REGEX_CACHE: parking_lot::Mutex<Vec<(String, CachedRegex)>> =
     parking_lot::Mutex::new(Vec::new());
+
+/// A compiled expression and the literal prefix it anchors every match on.
+type CachedRegex = (Arc<regex::bytes::Regex>, Vec<u8>);
 
 /// Expressions [`REGEX_CACHE`] keeps.
 const REGEX_CACHE_LEN: usize = 16;
 
-fn compiled_regex(e: &str) -> crate::Result<Arc<regex::bytes::Regex>> {
+fn compiled_regex(e: &str) -> crate::Result<CachedRegex> {
     {
         let mut cache = REGEX_CACHE.lock();
         if let Some(i) = cache.iter().position(|(k, _)| k == e) {
@@ -192,17 +205,14 @@ fn compiled_regex(e: &str) -> crate::Result<Arc<regex::bytes::Regex>> {
         }
     }
     // Compiled outside the lock: an expensive expression does not hold up other reads.
-    let r = Arc::new(
-        regex::bytes::RegexBuilder::new(e)
-            .unicode(false)
-            .dot_matches_new_line(true)
-            .build()
-            .map_err(|err| {
-                crate::Error::InvalidArgument(format!(
-                    "regular expression {e:?} of a filter: {err}"
-                ))
-            })?,
-    );
+    let regex = regex::bytes::RegexBuilder::new(e)
+        .unicode(false)
+        .dot_matches_new_line(true)
+        .build()
+        .map_err(|err| {
+            crate::Error::InvalidArgument(format!("regular expression {e:?} of a filter: {err}"))
+        })?;
+    let r = (Arc::new(regex), anchored_prefix(e));
     let mut cache = REGEX_CACHE.lock();
     if !cache.iter().any(|(k, _)| k == e) {
         if cache.len() >= REGEX_CACHE_LEN {
@@ -211,6 +221,40 @@ fn compiled_regex(e: &str) -> crate::Result<Arc<regex::bytes::Regex>> {
         cache.push((e.to_owned(), r.clone()));
     }
     Ok(r)
+}
+
+/// The literal bytes every match of `e` begins the haystack with: `abc` for `^abc[0-9]`, empty
+/// for `^(?i)abc`, `abc|^x` or `(?m)^abc`. Parsed as the matcher compiles it (bytes, no
+/// Unicode, DOTALL).
+fn anchored_prefix(e: &str) -> Vec<u8> {
+    use regex_syntax::hir::{HirKind, Look};
+    let Ok(hir) = regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .dot_matches_new_line(true)
+        .build()
+        .parse(e)
+    else {
+        return Vec::new();
+    };
+    let HirKind::Concat(parts) = hir.kind() else {
+        return Vec::new();
+    };
+    let mut parts = parts.iter();
+    if !matches!(
+        parts.next().map(|h| h.kind()),
+        Some(HirKind::Look(Look::Start))
+    ) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for h in parts {
+        match h.kind() {
+            HirKind::Literal(l) => out.extend_from_slice(&l.0),
+            _ => break,
+        }
+    }
+    out
 }
 
 /// `hay`, read as UTF-8 and lower-cased, contains `needle` (already lower case). ASCII text
@@ -374,6 +418,8 @@ enum Kind {
     RowRanges(Vec<(Vec<u8>, Vec<u8>)>),
     /// Decided when the row starts, but held back to the cell stage: a failing row reads its
     /// cells rather than seek past them (a seek per rejected row re-positions every source).
+    /// A row outside the literal prefix the expression is anchored on (`^abc`) fails at once,
+    /// with the prefix's seek hint.
     RowMatch(Compiled),
     ColumnPrefix(Vec<u8>),
     Qualifier(Test),
@@ -443,6 +489,24 @@ impl Test {
 struct Node {
     kind: Kind,
     row: RowState,
+}
+
+/// The state of a row without prefix `p`: a failure, with the hint of the prefix's rows when
+/// they lie ahead in the direction of travel.
+fn prefix_miss(p: &[u8], row: &[u8], reversed: bool) -> RowState {
+    if (row < p) != reversed {
+        // Before the prefix's rows going forward, after them going backward.
+        if reversed {
+            // `prefix_end` is `None` only when every row after the prefix has it, which this
+            // row does not: unreachable, but skipping just this row is the safe answer.
+            RowState::Fail(Some(prefix_end(p).unwrap_or_else(|| row.to_vec())))
+        } else {
+            RowState::Fail(Some(p.to_vec()))
+        }
+    } else {
+        // Past every row with the prefix in the direction of travel.
+        RowState::Fail(None)
+    }
 }
 
 /// Sort, drop empty ranges and merge overlapping or touching ones.
@@ -558,19 +622,8 @@ impl Node {
             Kind::RowPrefix(p) => {
                 if row.starts_with(p) {
                     RowState::Pass
-                } else if (row < p.as_slice()) != reversed {
-                    // Before the prefix's rows going forward, after them going backward.
-                    if reversed {
-                        // `prefix_end` is `None` only when every row after the prefix has it,
-                        // which this row does not: unreachable, but skipping just this row
-                        // is the safe answer.
-                        RowState::Fail(Some(prefix_end(p).unwrap_or_else(|| row.to_vec())))
-                    } else {
-                        RowState::Fail(Some(p.clone()))
-                    }
                 } else {
-                    // Past every row with the prefix in the direction of travel.
-                    RowState::Fail(None)
+                    prefix_miss(p, row, reversed)
                 }
             }
             Kind::RowRanges(ranges) if reversed => {
@@ -604,6 +657,10 @@ impl Node {
             Kind::KeyOnly => RowState::Pass,
             // A row that fails stays Maybe: its cells are read and the cell stage rejects them
             // all (`row_pass` is false), which costs less than a seek past one row.
+            // An expression anchored on a literal prefix seeks as a PrefixFilter does.
+            Kind::RowMatch(m) if !row.starts_with(&m.prefix) => {
+                prefix_miss(&m.prefix, row, reversed)
+            }
             Kind::RowMatch(m) if m.matches(row) => RowState::Pass,
             Kind::RowMatch(_) => RowState::Maybe,
             Kind::FirstKeyOnly { seen } => {
@@ -997,19 +1054,42 @@ mod tests {
 
     #[test]
     fn a_repeated_expression_is_compiled_once() {
-        let a = compiled_regex("^cached expression [0-9]+$").unwrap();
-        let b = compiled_regex("^cached expression [0-9]+$").unwrap();
+        let a = compiled_regex("^cached expression [0-9]+$").unwrap().0;
+        let b = compiled_regex("^cached expression [0-9]+$").unwrap().0;
         assert!(Arc::ptr_eq(&a, &b));
         for i in 0..REGEX_CACHE_LEN {
             compiled_regex(&format!("^other {i}$")).unwrap();
         }
-        let c = compiled_regex("^cached expression [0-9]+$").unwrap();
+        let c = compiled_regex("^cached expression [0-9]+$").unwrap().0;
         assert!(
             !Arc::ptr_eq(&a, &c),
             "evicted after {REGEX_CACHE_LEN} others"
         );
         assert!(REGEX_CACHE.lock().len() <= REGEX_CACHE_LEN);
         assert!(compiled_regex("(").is_err());
+    }
+
+    #[test]
+    fn anchored_literal_prefixes_are_found() {
+        assert_eq!(anchored_prefix("^user1[0-9]+$"), b"user1");
+        assert_eq!(anchored_prefix("^u"), b"u");
+        assert_eq!(anchored_prefix("\\Au\\x00v"), b"u\0v");
+        for none in [
+            "u1", "^(?i)u1", "^u1|x", "(?m)^u1", "^", "^.u", "^[ab]c", "(^u)",
+        ] {
+            assert_eq!(anchored_prefix(none), b"", "{none}");
+        }
+        let f = Filter::RowMatch(Matcher::regex("^m[0-9]"));
+        let mut e = FilterEval::new(&f).unwrap();
+        assert_eq!(e.check_row(b"a"), RowCheck::SeekTo(b"m".to_vec()));
+        assert_eq!(e.check_row(b"m5"), RowCheck::Include);
+        assert_eq!(e.check_row(b"n"), RowCheck::Done);
+        let mut e = FilterEval::reversed(&f).unwrap();
+        assert_eq!(e.check_row(b"z"), RowCheck::SeekTo(b"n".to_vec()));
+        assert_eq!(e.check_row(b"a"), RowCheck::Done);
+        // Negated, the prefix says nothing about the rows that pass.
+        let mut e = FilterEval::new(&Filter::RowMatch(Matcher::regex("^m").negated())).unwrap();
+        assert_eq!(e.check_row(b"a"), RowCheck::Include);
     }
 
     #[test]
