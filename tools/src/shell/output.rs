@@ -1,7 +1,9 @@
 //! What a command prints: HBase's text layout, or one JSON object on one line.
 //!
 //! The JSON shapes are a contract (README.md, "Shell"): field names and types stay stable;
-//! byte strings (rows, qualifiers, values) are escaped as in text mode (`toStringBinary`).
+//! byte strings (rows, qualifiers, values) are escaped as in text mode (`toStringBinary`),
+//! or converted as a get's or scan's converters and FORMATTER say (`convert.rs`), the same
+//! text in both modes.
 
 use std::time::Duration;
 
