@@ -39,6 +39,7 @@ fn compare_runs_cellar_and_reports_every_figure() {
         "multireadrandom",
         "seekrandom",
         "readseq",
+        "readrandom_cached",
         "fillsync",
         "fillsync_group",
         "group_records_per_sync",
