@@ -88,6 +88,7 @@ pub mod keys;
 pub mod kill;
 pub mod manifest;
 pub mod memstore;
+mod metrics;
 mod prefault;
 pub mod read;
 pub mod schema;
