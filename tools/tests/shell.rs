@@ -760,3 +760,50 @@ count 'ns:t'
         "emptied and enabled again"
     );
 }
+
+#[test]
+fn clone_table_schema_copies_families_not_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', {NAME => 'a', VERSIONS => 3, TTL => 3600}, {NAME => 'b', BLOOMFILTER => 'ROWCOL'}
+put 't', 'r', 'a:q', 'v'
+clone_table_schema 't', 'ns2:copy'
+create_namespace 'ns2'
+clone_table_schema 't', 'ns2:copy', false
+count 'ns2:copy'
+clone_table_schema 't', 'ns2:copy'
+clone_table_schema 'missing', 'other'
+clone_table_schema 't'
+clone_table_schema 't', 'x', 'maybe'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[2].starts_with(r#"{"ok":false,"kind":"NamespaceNotFound""#),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(lines[4], r#"{"ok":true}"#);
+    assert_eq!(lines[5], r#"{"ok":true,"count":0}"#, "cells stay behind");
+    assert!(
+        lines[6].starts_with(r#"{"ok":false,"kind":"TableExists""#),
+        "{}",
+        lines[6]
+    );
+    assert!(
+        lines[7].starts_with(r#"{"ok":false,"kind":"TableNotFound""#),
+        "{}",
+        lines[7]
+    );
+    for l in &lines[8..10] {
+        assert!(l.starts_with(r#"{"ok":false,"kind":"ParseError""#), "{l}");
+    }
+    // The copy has the source's families, attribute for attribute.
+    let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
+    let (src, copy) = (d.describe("t").unwrap(), d.describe("ns2:copy").unwrap());
+    assert_eq!(src.families, copy.families);
+    assert_eq!(copy.families.len(), 2);
+    assert_eq!(copy.get_family("a").unwrap().max_versions, 3);
+}

@@ -324,6 +324,18 @@ impl Shell {
                 }
                 Output::Message(format!("Truncating '{table}' table (it may take a while):"))
             }
+            Command::CloneTableSchema { src, dst } => {
+                let mut desc = db.describe(src)?;
+                desc.name = TableName::parse(dst)?;
+                db.create_table(desc)?;
+                let name = canonical(dst)?;
+                // As `create`: a table of this name dropped outside the shell may have left
+                // its mark.
+                if self.disabled.remove(&name) {
+                    self.save_disabled()?;
+                }
+                Output::Message(format!("Created table {name} with the families of {src}"))
+            }
             Command::Put {
                 table,
                 row,

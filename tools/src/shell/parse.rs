@@ -191,6 +191,11 @@ pub enum Command {
     Truncate {
         table: String,
     },
+    /// `clone_table_schema 'src', 'dst'`: a new, empty table with `src`'s families.
+    CloneTableSchema {
+        src: String,
+        dst: String,
+    },
     Put {
         table: String,
         row: Vec<u8>,
@@ -300,6 +305,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("drop", "drop 't'", "Drop a disabled table"),
     ("truncate", "truncate 't'", "Drop and recreate a table with the same families"),
     ("truncate_preserve", "truncate_preserve 't'", "As truncate (there are no region boundaries to keep)"),
+    ("clone_table_schema", "clone_table_schema 'src', 'dst'[, true|false]", "Create an empty table with another table's families (the flag, HBase's preserve_splits, has no regions to keep)"),
     ("put", "put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}]", "Write a cell"),
     ("get", "get 't', 'row'[, 'cf:q[:toLong]' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read a row"),
     ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read rows"),
@@ -1035,6 +1041,14 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         "drop" => Command::Drop { table: a.table()? },
         // No regions here, so nothing to preserve: the same as truncate.
         "truncate" | "truncate_preserve" => Command::Truncate { table: a.table()? },
+        "clone_table_schema" => {
+            let src = a.table()?;
+            let dst = a.table()?;
+            if let Some(flag) = a.items.pop_front() {
+                boolean(&flag, "preserve_splits")?;
+            }
+            Command::CloneTableSchema { src, dst }
+        }
         "describe_namespace" => Command::DescribeNamespace {
             name: a.text("a namespace name string")?,
         },
