@@ -807,3 +807,26 @@ clone_table_schema 't', 'x', 'maybe'
     assert_eq!(copy.families.len(), 2);
     assert_eq!(copy.get_family("a").unwrap().max_versions, 3);
 }
+
+#[test]
+fn status_takes_hbases_detail_words_and_refuses_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "status 'summary'\nstatus 'detailed'\nstatus 'tasks'\nstatus 'detial'\n";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    for l in &lines[..2] {
+        assert!(l.starts_with(r#"{"ok":true,"stats":"#), "{l}");
+    }
+    assert!(
+        lines[2].starts_with(r#"{"ok":false,"kind":"Unsupported""#),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with(r#"{"ok":false,"kind":"ParseError""#),
+        "{}",
+        lines[3]
+    );
+}

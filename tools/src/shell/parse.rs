@@ -319,7 +319,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("flush", "flush ['t']", "Flush memstores to files (the whole database)"),
     ("compact", "compact 't'[, 'cf']", "Run the compactions that are due"),
     ("major_compact", "major_compact 't'[, 'cf']", "Rewrite a table or family into the last level"),
-    ("status", "status", "Levels, files, sizes and counters"),
+    ("status", "status ['simple' | 'summary' | 'detailed']", "Levels, files, sizes and counters (one report, whichever detail is asked)"),
     ("version", "version", "The version of Cellar"),
     ("help", "help ['command']", "This list, or one command's usage"),
     ("exit", "exit", "Leave the shell (also: quit)"),
@@ -1249,8 +1249,30 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         }
         "status" => {
             // HBase's 'simple' / 'summary' / 'detailed' choose cluster detail; there is one
-            // report here.
-            let _ = a.opt_text("'simple', 'summary' or 'detailed'")?;
+            // report here. Its 'replication' and 'tasks' report what an embedded database
+            // does not have, and anything else is a typo, not a request for the report.
+            if let Some(arg) = a.items.pop_front() {
+                let what = "'simple', 'summary' or 'detailed'";
+                let Val::Str(v) = &arg.val else {
+                    return Err(a.usage_err(arg.pos, what));
+                };
+                match v.as_slice() {
+                    b"simple" | b"summary" | b"detailed" => {}
+                    b"replication" | b"tasks" => {
+                        let mut e = err(
+                            arg.pos,
+                            format!(
+                                "status '{}' is not supported: an embedded database has no \
+                                 replication or cluster tasks",
+                                String::from_utf8_lossy(v)
+                            ),
+                        );
+                        e.kind = kind::UNSUPPORTED;
+                        return Err(e);
+                    }
+                    _ => return Err(a.usage_err(arg.pos, what)),
+                }
+            }
             Command::Status
         }
         "help" => Command::Help {
