@@ -830,3 +830,35 @@ fn status_takes_hbases_detail_words_and_refuses_the_rest() {
         lines[3]
     );
 }
+
+#[test]
+fn create_takes_region_options_and_refuses_other_table_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', 'f', SPLITS => ['10', '20']
+create 'u', 'f', {NUMREGIONS => 15, SPLITALGO => 'HexStringSplit'}
+create 'v', 'f', {DURABILITY => 'ASYNC_WAL'}
+create 'w', 'f', SPLITS => [10]
+create 'x', 'f', {SPLITS => ['a'], BOGUS => 1}
+put 't', '15', 'f:q', 'one region'
+count 't'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(&lines[..2], [r#"{"ok":true}"#, r#"{"ok":true}"#]);
+    assert!(
+        lines[2].starts_with(r#"{"ok":false,"kind":"Unsupported""#)
+            && lines[2].contains("DURABILITY"),
+        "{}",
+        lines[2]
+    );
+    for l in &lines[3..5] {
+        assert!(l.starts_with(r#"{"ok":false,"kind":"ParseError""#), "{l}");
+    }
+    assert_eq!(lines[6], r#"{"ok":true,"count":1}"#);
+    let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
+    assert!(d.table_exists("u").unwrap());
+    assert!(!d.table_exists("v").unwrap() && !d.table_exists("w").unwrap());
+}

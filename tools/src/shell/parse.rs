@@ -858,6 +858,83 @@ const FAMILY_KEYS_UNSUPPORTED: &[&str] = &[
     "METADATA",
 ];
 
+/// Keys of a table (not a family) that HBase's `create` takes and that only shape regions:
+/// an embedded table is one region, so they are checked and have nothing to do.
+const TABLE_REGION_KEYS: &[&str] = &[
+    "SPLITS",
+    "SPLITS_FILE",
+    "NUMREGIONS",
+    "SPLITALGO",
+    "REGION_REPLICATION",
+];
+
+/// Table keys of HBase's `create` that ask for what this build does not do.
+const TABLE_KEYS_UNSUPPORTED: &[&str] = &[
+    "MAX_FILESIZE",
+    "READONLY",
+    "MEMSTORE_FLUSHSIZE",
+    "DURABILITY",
+    "COMPACTION_ENABLED",
+    "SPLIT_ENABLED",
+    "MERGE_ENABLED",
+    "NORMALIZATION_ENABLED",
+    "NORMALIZER_TARGET_REGION_COUNT",
+    "NORMALIZER_TARGET_REGION_SIZE",
+    "OWNER",
+    "PRIORITY",
+    "FLUSH_POLICY",
+    "REGION_MEMSTORE_REPLICATION",
+    "METADATA",
+    "CONFIGURATION",
+];
+
+/// A `{...}` of `create` with no NAME and a table key: the table's options, not a family.
+fn is_table_options(a: &Arg) -> bool {
+    let Val::Map(pairs) = &a.val else {
+        return false;
+    };
+    let key = |k: &Arg| match &k.val {
+        Val::Word(w) => Some(w.clone()),
+        Val::Str(s) => Some(String::from_utf8_lossy(s).into_owned()),
+        _ => None,
+    };
+    let keys: Vec<String> = pairs.iter().filter_map(|(k, _)| key(k)).collect();
+    !keys.iter().any(|k| k == "NAME")
+        && keys.iter().any(|k| {
+            TABLE_REGION_KEYS.contains(&k.as_str()) || TABLE_KEYS_UNSUPPORTED.contains(&k.as_str())
+        })
+}
+
+/// Check `create`'s table options: region keys are well formed (and have no effect), the
+/// others are refused.
+fn table_options(a: Arg) -> Result<(), ShellError> {
+    let Val::Map(pairs) = a.val else {
+        return Err(err(a.pos, "expected table options {SPLITS => [...], ...}"));
+    };
+    let mut m = MapArgs::new(pairs, "create")?;
+    if let Some(v) = m.take("SPLITS") {
+        let Val::List(items) = &v.val else {
+            return Err(err(v.pos, "expected SPLITS => ['key', ...]"));
+        };
+        if let Some(bad) = items.iter().find(|i| !matches!(i.val, Val::Str(_))) {
+            return Err(err(bad.pos, "a split point is a row key string"));
+        }
+    }
+    for key in ["SPLITS_FILE", "SPLITALGO"] {
+        if let Some(v) = m.take(key) {
+            if !matches!(v.val, Val::Str(_)) {
+                return Err(err(v.pos, format!("expected {key} => 'a name'")));
+            }
+        }
+    }
+    for key in ["NUMREGIONS", "REGION_REPLICATION"] {
+        if let Some(v) = m.take(key) {
+            u32_arg(&v, &format!("{key} (a number)"))?;
+        }
+    }
+    m.done(TABLE_KEYS_UNSUPPORTED)
+}
+
 /// `'cf'` or `{NAME => 'cf', ...}` of `create`/`alter`.
 fn family_patch(a: Arg, cmd: &str) -> Result<FamilyPatch, ShellError> {
     let pairs = match a.val {
@@ -1008,6 +1085,10 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
             }
             while let Some(f) = a.items.pop_front() {
                 let fpos = f.pos;
+                if is_table_options(&f) {
+                    table_options(f)?;
+                    continue;
+                }
                 let p = family_patch(f, "create")?;
                 if desc.get_family(&p.name).is_some() {
                     return Err(err(fpos, format!("family {} declared twice", p.name)));
