@@ -1489,7 +1489,8 @@ fn scan(a: &mut Args) -> Result<Command, ShellError> {
                 s = s.start_row(bytes_of(&v, "a start row")?);
             }
         }
-        for key in ["STOPROW", "ENDKEY"] {
+        // HBase's shell defines the constant ENDROW as "STOPROW".
+        for key in ["STOPROW", "ENDROW", "ENDKEY"] {
             if let Some(v) = m.take(key) {
                 s = s.stop_row(bytes_of(&v, "a stop row")?);
             }
@@ -1607,6 +1608,18 @@ mod tests {
 
     fn err_text(src: &str) -> String {
         one(src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn endrow_is_hbases_name_for_stoprow() {
+        assert_eq!(
+            one("scan 't', {STARTROW => 'a', ENDROW => 'c'}").unwrap(),
+            one("scan 't', {STARTROW => 'a', STOPROW => 'c'}").unwrap()
+        );
+        assert_ne!(
+            one("scan 't', {STARTROW => 'a', ENDROW => 'c'}").unwrap(),
+            one("scan 't', {STARTROW => 'a'}").unwrap()
+        );
     }
 
     #[test]
