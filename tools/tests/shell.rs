@@ -862,3 +862,35 @@ count 't'
     assert!(d.table_exists("u").unwrap());
     assert!(!d.table_exists("v").unwrap() && !d.table_exists("w").unwrap());
 }
+
+#[test]
+fn a_family_alone_names_its_empty_qualifier_as_in_hbase() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', 'cf'
+put 't', 'r', 'cf', 'v', 7
+append 't', 'r', 'cf', 'w'
+incr 't', 'n', 'cf', 2
+get_counter 't', 'n', 'cf'
+get 't', 'r'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[4], r#"{"ok":true,"value":2}"#);
+    assert!(
+        lines[5].starts_with(r#"{"ok":true,"rows":1,"cells":[{"row":"r","column":"cf:","#)
+            && lines[5].ends_with(r#""type":"Put","value":"vw"}]}"#),
+        "{}",
+        lines[5]
+    );
+    let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
+    let row = d
+        .table("t")
+        .unwrap()
+        .get(&cellar::Get::new("r"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.value("cf", ""), Some(&b"vw"[..]));
+}

@@ -585,19 +585,12 @@ impl Args {
         }
     }
 
+    /// The one cell's column of `put`, `incr`, `append` and `get_counter`. A family alone
+    /// names its empty qualifier, as in HBase's shell (its `addColumn(family, null)`).
     fn column(&mut self) -> Result<(String, Vec<u8>), ShellError> {
         let a = self.required("a column 'family:qualifier'")?;
         let c = column_spec(&a)?;
-        match c.qualifier {
-            Some(q) => Ok((c.family, q)),
-            None => Err(err(
-                a.pos,
-                format!(
-                    "expected a column 'family:qualifier', not a family alone (usage: {})",
-                    usage(&self.cmd)
-                ),
-            )),
-        }
+        Ok((c.family, c.qualifier.unwrap_or_default()))
     }
 
     fn opt_timestamp(&mut self) -> Result<Option<u64>, ShellError> {
