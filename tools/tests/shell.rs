@@ -109,6 +109,14 @@ ROW           COLUMN+CELL
 Took X seconds
 ";
 
+/// Assert that `line` is the JSON answer of a failed command of `kind`.
+fn assert_error(line: &str, kind: &str) {
+    assert!(
+        line.starts_with(&format!(r#"{{"ok":false,"kind":"{kind}","#)),
+        "expected a {kind} error: {line}"
+    );
+}
+
 fn cell(column: &str, ts: u64, kind: &str, value: &str) -> String {
     format!(
         r#"{{"row":"com.cnn.www","column":"{column}","timestamp":{ts},"type":"{kind}","value":"{value}"}}"#
@@ -584,16 +592,8 @@ get 't', 'r', 'cf:x'
         "{}",
         lines[8]
     );
-    assert!(
-        lines[9].starts_with(r#"{"ok":false,"kind":"Unsupported","#),
-        "{}",
-        lines[9]
-    );
-    assert!(
-        lines[10].starts_with(r#"{"ok":false,"kind":"Unsupported","#),
-        "{}",
-        lines[10]
-    );
+    assert_error(lines[9], "Unsupported");
+    assert_error(lines[10], "Unsupported");
     // MAXLENGTH cuts text output only; JSON keeps the value whole.
     assert!(
         lines[11].contains(r#""value":"caf\\xC3\\xA9""#),
@@ -657,11 +657,7 @@ scan 't', {FILTER => \"ValueFilter(>, 'substring:a')\"}
     assert_eq!(rows(lines[5]), ["u1", "u10", "x"], "case ignored");
     assert_eq!(rows(lines[6]), ["u1"]);
     assert_eq!(lines[7], r#"{"ok":true,"count":2}"#, "Alice Smith and Bob");
-    assert!(
-        lines[8].starts_with(r#"{"ok":false,"kind":"InvalidArgument","#),
-        "{}",
-        lines[8]
-    );
+    assert_error(lines[8], "InvalidArgument");
     assert!(
         lines[9].starts_with(r#"{"ok":false,"kind":"ParseError","#) && lines[9].contains("= or !="),
         "{}",
@@ -749,11 +745,7 @@ count 'ns:t'
         format!(r#"{{"ok":true,"version":"{}"}}"#, env!("CARGO_PKG_VERSION"))
     );
     assert_eq!(lines[2], r#"{"ok":true,"namespace":"ns"}"#);
-    assert!(
-        lines[3].starts_with(r#"{"ok":false,"kind":"NamespaceNotFound""#),
-        "{}",
-        lines[3]
-    );
+    assert_error(lines[3], "NamespaceNotFound");
     assert_eq!(lines[7], r#"{"ok":true}"#);
     assert_eq!(
         lines[8], r#"{"ok":true,"count":0}"#,
@@ -780,25 +772,13 @@ clone_table_schema 't', 'x', 'maybe'
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert!(
-        lines[2].starts_with(r#"{"ok":false,"kind":"NamespaceNotFound""#),
-        "{}",
-        lines[2]
-    );
+    assert_error(lines[2], "NamespaceNotFound");
     assert_eq!(lines[4], r#"{"ok":true}"#);
     assert_eq!(lines[5], r#"{"ok":true,"count":0}"#, "cells stay behind");
-    assert!(
-        lines[6].starts_with(r#"{"ok":false,"kind":"TableExists""#),
-        "{}",
-        lines[6]
-    );
-    assert!(
-        lines[7].starts_with(r#"{"ok":false,"kind":"TableNotFound""#),
-        "{}",
-        lines[7]
-    );
+    assert_error(lines[6], "TableExists");
+    assert_error(lines[7], "TableNotFound");
     for l in &lines[8..10] {
-        assert!(l.starts_with(r#"{"ok":false,"kind":"ParseError""#), "{l}");
+        assert_error(l, "ParseError");
     }
     // The copy has the source's families, attribute for attribute.
     let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
@@ -819,16 +799,8 @@ fn status_takes_hbases_detail_words_and_refuses_the_rest() {
     for l in &lines[..2] {
         assert!(l.starts_with(r#"{"ok":true,"stats":"#), "{l}");
     }
-    assert!(
-        lines[2].starts_with(r#"{"ok":false,"kind":"Unsupported""#),
-        "{}",
-        lines[2]
-    );
-    assert!(
-        lines[3].starts_with(r#"{"ok":false,"kind":"ParseError""#),
-        "{}",
-        lines[3]
-    );
+    assert_error(lines[2], "Unsupported");
+    assert_error(lines[3], "ParseError");
 }
 
 #[test]
@@ -855,7 +827,7 @@ count 't'
         lines[2]
     );
     for l in &lines[3..5] {
-        assert!(l.starts_with(r#"{"ok":false,"kind":"ParseError""#), "{l}");
+        assert_error(l, "ParseError");
     }
     assert_eq!(lines[6], r#"{"ok":true,"count":1}"#);
     let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
