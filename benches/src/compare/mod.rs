@@ -7,10 +7,12 @@
 //! untimed settling (flush, compactions quiet), `readrandom`, `readmissing` (db_bench's "key
 //! plus a dot"), `multireadrandom` (readrandom's keys `--batch-size` at a time, through each
 //! engine's batched read: Cellar's `get_many`, RocksDB's batched `MultiGet`, one redb read
-//! transaction per batch, fjall one key at a time), `seekrandom` (seek then `seek_nexts` entries), `readseq` (every entry),
-//! `readrandom_cached` (readrandom again, after readseq read every block). The B-tree (redb) instead loads the same set of keys untimed and runs the reads. Phase `sync`:
-//! `fillsync` (one writer, an fsync per put) and the same with 16 writers (group commit), with
-//! the records each of Cellar's fdatasyncs carried in that run (`Engine::log_counters`).
+//! transaction per batch, fjall one key at a time), `seekrandom` (seek then `seek_nexts`
+//! entries), `readseq` (every entry), `readrandom_cached` (readrandom again, after readseq
+//! read every block). The B-tree (redb) instead loads the same set of keys untimed and runs
+//! the reads. Phase `sync`: `fillsync` (one writer, an fsync per put) and the same with 16
+//! writers (group commit), with the records each of Cellar's fdatasyncs carried in that run
+//! (`Engine::log_counters`).
 //!
 //! Write amplification is the child's `write_bytes` from /proc/self/io (bytes the process sent
 //! to storage, every file included) over the user bytes written; disk size is the directory's

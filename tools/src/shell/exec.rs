@@ -327,8 +327,8 @@ impl Shell {
             Command::CloneTableSchema { src, dst } => {
                 let mut desc = db.describe(src)?;
                 desc.name = TableName::parse(dst)?;
+                let name = desc.name.to_string();
                 db.create_table(desc)?;
-                let name = canonical(dst)?;
                 // As `create`: a table of this name dropped outside the shell may have left
                 // its mark.
                 if self.disabled.remove(&name) {
