@@ -866,3 +866,24 @@ get 't', 'r'
         .unwrap();
     assert_eq!(row.value("cf", ""), Some(&b"vw"[..]));
 }
+
+#[test]
+fn hbase_commands_without_a_counterpart_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "snapshot 't', 's1'\nsplit 't'\ngrant 'bob', 'RW'\nfrobnicate 't'\n";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    for l in &lines[..3] {
+        assert_error(l, "Unsupported");
+    }
+    assert!(lines[0].contains("cellar checkpoint"), "{}", lines[0]);
+    assert!(lines[1].contains("one region"), "{}", lines[1]);
+    assert_error(lines[3], "ParseError");
+    assert!(
+        lines[3].contains("unknown command 'frobnicate'"),
+        "{}",
+        lines[3]
+    );
+}

@@ -277,6 +277,37 @@ pub enum Command {
     Exit,
 }
 
+/// Commands of HBase's shell that have no counterpart here, and why: an operator who types
+/// one gets `Unsupported` with the reason (and what to use instead) rather than "unknown
+/// command".
+const HBASE_ONLY: &[(&str, &str)] = &[
+    ("snapshot", "per-table snapshots are not built; outside the shell, `cellar checkpoint DIR TARGET` copies the whole database and `cellar backup` makes incremental backups"),
+    ("clone_snapshot", "per-table snapshots are not built (see `cellar checkpoint` and `cellar backup`)"),
+    ("restore_snapshot", "per-table snapshots are not built (see `cellar backup restore`)"),
+    ("list_snapshots", "per-table snapshots are not built (`cellar backup list` lists backups)"),
+    ("delete_snapshot", "per-table snapshots are not built (`cellar backup purge` removes backups)"),
+    ("delete_all_snapshot", "per-table snapshots are not built"),
+    ("list_table_snapshots", "per-table snapshots are not built"),
+    ("split", "an embedded table is one region"),
+    ("merge_region", "an embedded table is one region"),
+    ("move", "an embedded database has no region servers"),
+    ("assign", "an embedded database has no region servers"),
+    ("unassign", "an embedded database has no region servers"),
+    ("balancer", "an embedded database has no region servers"),
+    ("balance_switch", "an embedded database has no region servers"),
+    ("list_regions", "an embedded table is one region"),
+    ("locate_region", "an embedded table is one region"),
+    ("get_splits", "an embedded table is one region"),
+    ("grant", "an embedded database has no users or permissions"),
+    ("revoke", "an embedded database has no users or permissions"),
+    ("user_permission", "an embedded database has no users or permissions"),
+    ("add_peer", "an embedded database has no replication"),
+    ("list_peers", "an embedded database has no replication"),
+    ("remove_peer", "an embedded database has no replication"),
+    ("enable_table_replication", "an embedded database has no replication"),
+    ("disable_table_replication", "an embedded database has no replication"),
+];
+
 /// A command and where its statement starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Statement {
@@ -1357,6 +1388,11 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         other => {
             let known = COMMANDS.iter().any(|c| c.0 == other);
             debug_assert!(!known, "{other} listed but not parsed");
+            if let Some((_, why)) = HBASE_ONLY.iter().find(|c| c.0 == other) {
+                let mut e = err(pos, format!("{other} is not supported here: {why}"));
+                e.kind = kind::UNSUPPORTED;
+                return Err(e);
+            }
             return Err(err(
                 pos,
                 format!("unknown command '{other}'; enter 'help' for the list"),
