@@ -821,10 +821,8 @@ impl MapArgs {
     fn new(pairs: Vec<(Arg, Arg)>, cmd: &str) -> Result<Self, ShellError> {
         let mut out: Vec<(String, Arg, Pos)> = Vec::new();
         for (k, v) in pairs {
-            let key = match &k.val {
-                Val::Word(w) => w.clone(),
-                Val::Str(s) => String::from_utf8_lossy(s).into_owned(),
-                _ => return Err(err(k.pos, "expected a key such as NAME or VERSIONS")),
+            let Some(key) = map_key(&k) else {
+                return Err(err(k.pos, "expected a key such as NAME or VERSIONS"));
             };
             if out.iter().any(|(o, _, _)| *o == key) {
                 return Err(err(k.pos, format!("{key} given twice")));
@@ -912,17 +910,21 @@ const TABLE_KEYS_UNSUPPORTED: &[&str] = &[
     "CONFIGURATION",
 ];
 
+/// A map key as written, bare (`NAME`) or quoted (`'NAME'`); `None` for any other value.
+fn map_key(k: &Arg) -> Option<String> {
+    match &k.val {
+        Val::Word(w) => Some(w.clone()),
+        Val::Str(s) => Some(String::from_utf8_lossy(s).into_owned()),
+        _ => None,
+    }
+}
+
 /// A `{...}` of `create` with no NAME and a table key: the table's options, not a family.
 fn is_table_options(a: &Arg) -> bool {
     let Val::Map(pairs) = &a.val else {
         return false;
     };
-    let key = |k: &Arg| match &k.val {
-        Val::Word(w) => Some(w.clone()),
-        Val::Str(s) => Some(String::from_utf8_lossy(s).into_owned()),
-        _ => None,
-    };
-    let keys: Vec<String> = pairs.iter().filter_map(|(k, _)| key(k)).collect();
+    let keys: Vec<String> = pairs.iter().filter_map(|(k, _)| map_key(k)).collect();
     !keys.iter().any(|k| k == "NAME")
         && keys.iter().any(|k| {
             TABLE_REGION_KEYS.contains(&k.as_str()) || TABLE_KEYS_UNSUPPORTED.contains(&k.as_str())
