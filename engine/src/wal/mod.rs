@@ -135,8 +135,9 @@ pub struct WalStats {
     pub groups: u64,
     /// Of those, groups copied through a memory map ([`WalOptions::mapped_writes`]).
     pub mapped_groups: u64,
-    /// fdatasyncs issued, counting the direct writes below (each makes its bytes durable in
-    /// place of one).
+    /// fdatasyncs of groups, rolls and closes, counting the direct writes below (each makes
+    /// its bytes durable in place of one); not those that make a segment's new space durable
+    /// (its creation, and the zeros written over it ahead of synced groups, SPEC.md §16.1).
     pub syncs: u64,
     /// Synced groups written `O_DIRECT|O_DSYNC` instead of written and fdatasynced (io_uring
     /// device; SPEC.md §16.5).

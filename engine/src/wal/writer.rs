@@ -63,6 +63,9 @@ pub(crate) struct Segment {
     pub attested: u64,
     /// Bytes preallocated so far (grows in [`PREALLOC_STEP`]s up to the segment size).
     pub allocated: u64,
+    /// The preallocated space up to here has been written with zeros and synced, or lies
+    /// below a synced group's end ([`Writer::zero_fill`]).
+    pub zeroed: u64,
     /// The LINK still to be written at the head of the segment, with its first group: the
     /// previous segment's number and where its data ended.
     pub pending_link: Option<(u64, u64)>,
@@ -88,6 +91,9 @@ impl Segment {
 /// small database's size on disk), while an fdatasync still updates the file's size at most
 /// once per step.
 pub(crate) const PREALLOC_STEP: u64 = 1 << 20;
+
+/// [`Writer::zero_fill`] starts at a multiple of this: the block size of direct writes.
+const ZERO_ALIGN: u64 = 4096;
 
 /// Create segment `number`, preallocate its first step and make its directory entry durable,
 /// so that no record in it is acknowledged while the file itself could vanish in a crash.
@@ -118,6 +124,7 @@ pub(crate) fn create_segment(
         synced: 0,
         attested: 0,
         allocated,
+        zeroed: 0,
         pending_link: None,
         head: 0,
         map: None,
@@ -295,6 +302,9 @@ impl Writer {
                 .map_err(|e| Error::io(&self.seg.path, "preallocating WAL segment", e))?;
             self.seg.allocated = target;
         }
+        if do_sync {
+            self.zero_fill(end)?;
+        }
         if do_sync || !self.copy_mapped() {
             let doing = if do_sync {
                 "writing and syncing the WAL"
@@ -325,6 +335,45 @@ impl Writer {
                 .store(self.device.direct_writes(), Ordering::Relaxed);
         }
         self.buf.clear();
+        Ok(())
+    }
+
+    /// Before a synced group ending at `end`: write zeros over the preallocated space past the
+    /// group's last block, up to the end of the preallocation, and fdatasync them, unless that
+    /// was done or the segment takes unsynced groups through a map.
+    ///
+    /// Why: `fallocate` leaves *unwritten* extents. The first write into one converts it, a
+    /// change of the file's metadata that the group's fdatasync (or `O_DSYNC` direct write)
+    /// must then commit to the file system's journal with it, one journal commit per synced
+    /// group. Written once with zeros, the space takes later synced groups as pure data writes
+    /// (raw `O_DIRECT|O_DSYNC` 4 KiB writes on the project's machine, ext4: one thread 4.8–5.1k
+    /// against 6.9–9.6k/s, eight threads 12k against 41k). The cost is one write and one
+    /// fdatasync per [`PREALLOC_STEP`] of log, in the group that reaches the step. Segments
+    /// that take unsynced groups through a map are not zero-filled: their window's pages are
+    /// dirtied with zeros by the prefault anyway, and their groups wait for no fdatasync.
+    /// The bytes are what the preallocated space reads as, so nothing changes on disk for a
+    /// reader (SPEC.md §16.1).
+    fn zero_fill(&mut self, end: u64) -> Result<()> {
+        if self.seg.map.is_some() || self.seg.zeroed >= self.seg.allocated {
+            return Ok(());
+        }
+        // Past the group's last block: a direct write rewrites that block whole.
+        let from = self.seg.zeroed.max(end.next_multiple_of(ZERO_ALIGN));
+        let to = self.seg.allocated;
+        if from < to {
+            let len = usize::try_from(to - from).unwrap_or(usize::MAX);
+            let zeros = vec![0u8; len];
+            let path = &self.seg.path;
+            self.seg
+                .file
+                .write_all_at(&zeros, from)
+                .map_err(|e| Error::io(path, "zero-filling the WAL segment", e))?;
+            self.seg
+                .file
+                .sync_data()
+                .map_err(|e| Error::io(path, "syncing the WAL segment's zero-filled space", e))?;
+        }
+        self.seg.zeroed = to;
         Ok(())
     }
 
