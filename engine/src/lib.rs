@@ -105,14 +105,16 @@ pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     Append, BackupFile, BackupInfo, Backups, CheckAndMutate, CheckpointInfo, CompactionStats, Db,
-    Delete, Increment, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RecoveryReport,
-    RowMutations, ScanIter, Snapshot, Stats, Table, WriteBatch, WriteOptions,
+    Delete, ExplainSource, ExplainedCell, Explanation, Increment, LevelStats, MemoryBudget,
+    Mutation, Options, PurgeInfo, Put, RecoveryReport, RowMutations, ScanIter, Snapshot,
+    SourceDecision, SourceKind, Stats, Table, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;
 pub use prefault::PrefaultStats;
 pub use read::filter::{CompareOp, Filter, Matcher, Pattern};
 pub use read::query::{Cell, Get, Row, Scan, TimeRange};
+pub use read::resolve::Verdict;
 pub use read::view::{CellRef, RowView};
 pub use schema::{
     BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells, TableDescriptor, TableName,

@@ -24,6 +24,7 @@
 mod backup;
 mod checkpoint;
 mod compact;
+mod explain;
 mod flush;
 mod gate;
 mod graveyard;
@@ -48,6 +49,7 @@ pub use backup::{BackupFile, BackupInfo, Backups, PurgeInfo};
 pub(crate) use checkpoint::file_crc;
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};
+pub use explain::{ExplainSource, ExplainedCell, Explanation, SourceDecision, SourceKind};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
@@ -831,6 +833,35 @@ impl Table {
     /// Read one row.
     pub fn get(&self, get: &Get) -> Result<Option<Row>> {
         self.db.inner.get(&self.name, get)
+    }
+
+    /// Take a Get apart: every source it considers (memstores, files by level) and why each
+    /// file is read or skipped, every cell of the row found, each with the verdict of the
+    /// Get's resolution (returned, masked — naming the marker —, beyond VERSIONS, expired,
+    /// outside the time range, not yet visible ...), and the row the Get returns. For an
+    /// operator asking why a read returns what it does; it reads every cell of the row, so it
+    /// costs more than the Get. See [`Explanation`].
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use cellar::{Db, Delete, FamilyDescriptor, Get, Options, Put, TableDescriptor, Verdict};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// t.put(Put::new("r1").add_at("cf", "q", 1, "old"))?;
+    /// db.flush()?;
+    /// t.delete(Delete::new("r1").columns("cf", "q"))?;
+    /// let e = t.explain(&Get::new("r1"))?;
+    /// assert!(e.row.is_none());
+    /// let put = e.cells.iter().find(|c| c.verdict == Verdict::Masked).unwrap();
+    /// let marker = &e.cells[put.masked_by.unwrap()];
+    /// assert_eq!(marker.cell.cell_type, cellar::format::CellType::DeleteColumn);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn explain(&self, get: &Get) -> Result<Explanation> {
+        self.db.inner.explain(&self.name, get)
     }
 
     /// Read one row, as [`Table::get`] does, and hand it to `f` as a borrowed [`RowView`]

@@ -56,10 +56,10 @@ const SCAN_FIRST_BATCH_ROWS: usize = 16;
 /// it resumes).
 pub(super) struct RowSpan<'a> {
     /// Inclusive low end; empty is unbounded.
-    start: &'a [u8],
+    pub(super) start: &'a [u8],
     /// Exclusive high end; `None` is unbounded.
-    stop: Option<&'a [u8]>,
-    inclusive_stop: bool,
+    pub(super) stop: Option<&'a [u8]>,
+    pub(super) inclusive_stop: bool,
 }
 
 impl RowSpan<'_> {
@@ -100,7 +100,7 @@ fn successor(row: &[u8]) -> Vec<u8> {
 /// markers (a DeleteFamily above the range masks puts inside it, MISSION.md rule 8) and, where
 /// `newer_count` ([`newer_versions_count`]), through its versions; so it is skipped only when
 /// it holds no marker and the family's newer versions do not count.
-fn time_overlaps(f: &FileMeta, range: &TimeRange, newer_count: bool) -> bool {
+pub(super) fn time_overlaps(f: &FileMeta, range: &TimeRange, newer_count: bool) -> bool {
     if range.is_all() || f.max_ts < range.min {
         return range.is_all();
     }
@@ -361,7 +361,7 @@ impl DbInner {
 
     /// One row of a Get at `read_point` over `sv`, filtered; `now` as
     /// [`DbInner::resolve_get`] takes it.
-    fn get_row(
+    pub(super) fn get_row(
         &self,
         sv: &SuperVersion,
         t: &TableInfo,
@@ -553,7 +553,7 @@ fn key_row(key: &[u8]) -> Option<&[u8]> {
 }
 
 #[inline]
-fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
+pub(super) fn parse(key: &[u8]) -> Result<KeyRef<'_>> {
     KeyRef::parse(key)
         .map_err(|m| Error::InvalidArgument(format!("undecodable key in a read: {m}")))
 }
@@ -570,7 +570,7 @@ pub(super) fn table_info<'s>(
 /// The families a selection reads, with the single column asked for when there is exactly
 /// one (for a ROWCOL bloom probe); a read of whole rows borrows the table's list (an
 /// allocation per Get otherwise, a tenth of a missing row's Get in callgrind).
-fn selected_families<'t>(
+pub(super) fn selected_families<'t>(
     t: &'t TableInfo,
     sel: &crate::read::query::Selection,
 ) -> Result<Cow<'t, [FamilyRead]>> {

@@ -528,6 +528,36 @@ impl<'q> RowResolver<'q> {
         !none && self.is_masked_by_markers(ts, seq)
     }
 
+    /// Which marker masks a put at `ts` written at `seq`, as [`RowResolver::push`] judged it:
+    /// the marker's type and sequence number (the newest write among the markers of that
+    /// type that cover it), or `None` when no marker remembered so far does. Asked right after
+    /// `push` returned [`Verdict::Masked`] for the put, it names a marker of this row and
+    /// family, and for the column kinds of the put's column (what `Table::explain` reports).
+    pub fn mask_cause(&self, ts: Timestamp, seq: SeqNo) -> Option<(CellType, SeqNo)> {
+        let masks = |m: &SeqNo| self.masks(*m, seq);
+        let version = self
+            .column
+            .delete_version
+            .filter(|&(t, m)| t == ts && masks(&m))
+            .map(|(_, m)| (CellType::Delete, m));
+        let column = self
+            .column
+            .delete_column
+            .filter(masks)
+            .map(|m| (CellType::DeleteColumn, m));
+        let family_version = self
+            .delete_family_version
+            .newest_write_at(ts)
+            .filter(masks)
+            .map(|m| (CellType::DeleteFamilyVersion, m));
+        let family = self
+            .delete_family
+            .newest_write_covering(ts)
+            .filter(masks)
+            .map(|m| (CellType::DeleteFamily, m));
+        version.or(column).or(family_version).or(family)
+    }
+
     #[inline(never)]
     fn is_masked_by_markers(&self, ts: Timestamp, seq: SeqNo) -> bool {
         let family = self
