@@ -17,9 +17,11 @@ use cellar::{
     Append, Db, Delete, FamilyDescriptor, Filter, Get, Increment, Options, Put, Scan, TableName,
 };
 
-use super::output::{error_json, Output};
+use super::convert::Show;
+use super::output::{cell_json, error_json, Explained, ExplainedJson, Output, SourceJson};
 use super::parse::{parse_script, AlterOp, ColumnSpec, Command, DeleteKind, RowSel, COMMANDS};
 use super::{kind, Format, ShellError};
+use crate::text::bin;
 
 /// File in the database directory that lists the tables the shell disabled.
 pub const DISABLED_FILE: &str = "shell-disabled-tables";
@@ -366,6 +368,10 @@ impl Shell {
                     cells: show.cells(&cells)?,
                     max_length: show.max_length,
                 }
+            }
+            Command::Explain { table, get, show } => {
+                let t = self.data_table(table)?;
+                Output::Explain(Box::new(explained(&t.explain(get)?, show)?))
             }
             Command::Scan { table, scan, show } => {
                 let t = self.data_table(table)?;
@@ -792,6 +798,92 @@ pub fn regex_matches(pattern: &str, name: &str) -> bool {
         }
     }
     ok[0][0]
+}
+
+/// `explain`'s report with the get's converters applied.
+fn explained(e: &cellar::Explanation, show: &Show) -> Result<Explained, ShellError> {
+    use cellar::{SourceDecision, SourceKind, Verdict};
+    let sources = e
+        .sources
+        .iter()
+        .map(|s| {
+            let (source, detail) = match &s.kind {
+                SourceKind::ActiveMemstore => ("memstore".to_owned(), String::new()),
+                SourceKind::FrozenMemstore { index } => {
+                    (format!("frozen memstore {index}"), String::new())
+                }
+                SourceKind::File {
+                    number,
+                    level,
+                    rows,
+                    timestamps,
+                    entries,
+                    deletes,
+                } => (
+                    format!("file {number:06}"),
+                    format!(
+                        "L{level}, rows {}..{}, timestamps {}..{}, {entries} cells, {deletes} markers",
+                        bin(&rows.0),
+                        bin(&rows.1),
+                        timestamps.0,
+                        timestamps.1
+                    ),
+                ),
+                _ => ("source".to_owned(), String::new()),
+            };
+            let (decision, cells) = match s.decision {
+                SourceDecision::Read { cells } => ("read", cells),
+                SourceDecision::KeyRange => ("skipped: key range", 0),
+                SourceDecision::TimeRange => ("skipped: time range", 0),
+                SourceDecision::Bloom => ("skipped: bloom filter", 0),
+                _ => ("skipped", 0),
+            };
+            SourceJson {
+                family: s.family.clone(),
+                source,
+                detail,
+                decision: decision.to_owned(),
+                cells,
+            }
+        })
+        .collect();
+    let cells = e
+        .cells
+        .iter()
+        .map(|c| {
+            let verdict = match c.verdict {
+                Verdict::Include => "returned",
+                Verdict::Invisible => "not visible (written after the read point)",
+                Verdict::NotSelected => "column not read",
+                Verdict::Marker => "marker",
+                Verdict::Masked => "masked",
+                Verdict::Duplicate => "hidden (a newer write at the same timestamp)",
+                Verdict::Expired => "expired (TTL)",
+                Verdict::OutOfRange => "outside the time range",
+                Verdict::TooManyVersions => "beyond the version limit",
+                _ => "not returned",
+            };
+            Ok(ExplainedJson {
+                cell: cell_json(&show.cell(&c.cell)?),
+                seq: c.seq,
+                source: c.source,
+                verdict,
+                masked_by: c.masked_by,
+            })
+        })
+        .collect::<Result<_, ShellError>>()?;
+    let result = match &e.row {
+        Some(r) => show.cells(&r.cells)?.iter().map(cell_json).collect(),
+        None => Vec::new(),
+    };
+    Ok(Explained {
+        read_point: e.read_point,
+        now_ms: e.now_ms,
+        sources,
+        cells,
+        rows: usize::from(e.row.is_some()),
+        result,
+    })
 }
 
 #[cfg(test)]

@@ -86,8 +86,169 @@ pub enum Output {
         /// Text form.
         text: String,
     },
+    /// `explain`.
+    Explain(Box<Explained>),
     /// `exit`.
     Exit,
+}
+
+/// `explain`'s report, its bytes made text as a get's are.
+#[derive(Debug, Serialize)]
+pub struct Explained {
+    /// The get's read point.
+    pub read_point: u64,
+    /// The clock reading TTLs were judged at.
+    pub now_ms: u64,
+    /// Each source, in the order the get considers them.
+    pub sources: Vec<SourceJson>,
+    /// Each cell of the row found, in key order.
+    pub cells: Vec<ExplainedJson>,
+    /// Rows the get returns (0 or 1).
+    pub rows: usize,
+    /// The cells the get returns.
+    pub result: Vec<CellJson>,
+}
+
+/// One source of `explain`.
+#[derive(Debug, Serialize)]
+pub struct SourceJson {
+    /// Its family.
+    pub family: String,
+    /// `memstore`, `frozen memstore N` or `file N`.
+    pub source: String,
+    /// For a file: level, key range, time range, cells (text mode's description).
+    pub detail: String,
+    /// `read`, or `skipped: key range` / `skipped: time range` / `skipped: bloom filter`.
+    pub decision: String,
+    /// Cells of the row read from it.
+    pub cells: usize,
+}
+
+/// One cell of `explain`.
+#[derive(Debug, Serialize)]
+pub struct ExplainedJson {
+    /// The cell as a get shows it.
+    #[serde(flatten)]
+    pub cell: CellJson,
+    /// The sequence number of its write.
+    pub seq: u64,
+    /// Index of its source in `sources`.
+    pub source: usize,
+    /// Its fate: `returned`, `masked`, `marker`, `beyond VERSIONS`, ...
+    pub verdict: &'static str,
+    /// For a masked put: the index in `cells` of the marker that masks it.
+    pub masked_by: Option<usize>,
+}
+
+/// Columns padded to their widest entry (entries start with a space, as in the HBase shell),
+/// two spaces between.
+fn columns(header: &[&str], rows: &[Vec<String>], out: &mut String) {
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if let Some(x) = w.get_mut(i) {
+                *x = (*x).max(c.chars().count());
+            }
+        }
+    }
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, c) in cells.enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            l.push_str(c);
+            let pad = w
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(c.chars().count());
+            l.push_str(&" ".repeat(pad));
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for r in rows {
+        line(&mut r.iter().map(String::as_str));
+    }
+}
+
+impl Explained {
+    fn text(&self, out: &mut String) {
+        let sources: Vec<Vec<String>> = self
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let decision = match s.decision.as_str() {
+                    "read" => format!("read, {} cell(s)", s.cells),
+                    d => d.to_owned(),
+                };
+                let what = if s.detail.is_empty() {
+                    s.source.clone()
+                } else {
+                    format!("{} ({})", s.source, s.detail)
+                };
+                vec![format!(" #{i}"), s.family.clone(), what, decision]
+            })
+            .collect();
+        columns(&["SOURCE", "FAMILY", "WHAT", "DECISION"], &sources, out);
+        let cells: Vec<Vec<String>> = self
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let cell = if c.cell.kind == "Put" {
+                    format!("timestamp={}, value={}", c.cell.timestamp, c.cell.value)
+                } else {
+                    format!("timestamp={}, type={}", c.cell.timestamp, c.cell.kind)
+                };
+                let verdict = match c.masked_by {
+                    Some(m) => format!("{} by #{m}", c.verdict),
+                    None => c.verdict.to_owned(),
+                };
+                vec![
+                    format!(" #{i}"),
+                    c.cell.column.clone(),
+                    cell,
+                    c.seq.to_string(),
+                    format!("#{}", c.source),
+                    verdict,
+                ]
+            })
+            .collect();
+        columns(
+            &[
+                "CELL",
+                "COLUMN",
+                "TIMESTAMP+VALUE",
+                "SEQ",
+                "SOURCE",
+                "VERDICT",
+            ],
+            &cells,
+            out,
+        );
+        out.push_str(&format!(
+            "read point {}, clock {} ms\n",
+            self.read_point, self.now_ms
+        ));
+        let result: Vec<(String, String)> = self
+            .result
+            .iter()
+            .map(|c| {
+                let cell = if c.kind == "Put" {
+                    format!("timestamp={}, value={}", c.timestamp, c.value)
+                } else {
+                    format!("timestamp={}, type={}", c.timestamp, c.kind)
+                };
+                (format!(" {}", c.column), cell)
+            })
+            .collect();
+        two_columns(("COLUMN", "CELL"), &result, out);
+        out.push_str(&format!("{} row(s)\n", self.rows));
+    }
 }
 
 fn json<T: Serialize + ?Sized>(v: &T) -> String {
@@ -97,7 +258,7 @@ fn json<T: Serialize + ?Sized>(v: &T) -> String {
 
 /// A cell as JSON and text see it.
 #[derive(Debug, Serialize)]
-struct CellJson {
+pub struct CellJson {
     row: String,
     column: String,
     timestamp: u64,
@@ -106,7 +267,8 @@ struct CellJson {
     value: String,
 }
 
-fn cell_json(c: &Shown) -> CellJson {
+/// The JSON (and text) form of a cell.
+pub fn cell_json(c: &Shown) -> CellJson {
     CellJson {
         row: c.row.clone(),
         column: c.column.clone(),
@@ -338,6 +500,7 @@ impl Output {
                 out.push_str(text);
                 out.push('\n');
             }
+            Output::Explain(e) => e.text(&mut out),
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -394,6 +557,18 @@ impl Output {
                 json(report)
             ),
             Output::Help(h) => format!(r#"{{"ok":true,"help":{}}}"#, json(h)),
+            Output::Explain(e) => {
+                #[derive(Serialize)]
+                struct Shape<'a> {
+                    ok: bool,
+                    #[serde(flatten)]
+                    explained: &'a Explained,
+                }
+                json(&Shape {
+                    ok: true,
+                    explained: e,
+                })
+            }
             Output::Info { field, value, .. } => {
                 format!(r#"{{"ok":true,"{field}":{}}}"#, json(value))
             }

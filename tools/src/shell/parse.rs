@@ -211,6 +211,12 @@ pub enum Command {
         get: Box<Get>,
         show: Box<Show>,
     },
+    /// `explain`: a get taken apart (`Table::explain`).
+    Explain {
+        table: String,
+        get: Box<Get>,
+        show: Box<Show>,
+    },
     Scan {
         table: String,
         scan: Box<Scan>,
@@ -339,6 +345,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("clone_table_schema", "clone_table_schema 'src', 'dst'[, true|false]", "Create an empty table with another table's families (the flag, HBase's preserve_splits, has no regions to keep)"),
     ("put", "put 't', 'row', 'cf:q', 'value'[, ts][, {TTL => ms}]", "Write a cell"),
     ("get", "get 't', 'row'[, 'cf:q[:toLong]' | {COLUMN => 'cf:q' | COLUMNS => ['cf', 'cf:q'], VERSIONS => n, TIMERANGE => [min, max], TIMESTAMP => ts, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read a row"),
+    ("explain", "explain 't', 'row'[, the options of get]", "Show how a get is answered: each memstore and file read or skipped (and why), every cell of the row with its fate (returned, masked and by which marker, beyond VERSIONS, expired, out of the time range, ...), and the result (a Cellar extension)"),
     ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read rows"),
     ("delete", "delete 't', 'row', 'cf:q' | 'cf'[, ts][, {TYPE => 'VERSION' | 'FAMILY_VERSION'}]", "Write a delete marker"),
     ("deleteall", "deleteall 't', 'row' | {ROWPREFIXFILTER => 'p'}[, 'cf:q' | 'cf'][, ts]", "Delete rows or columns"),
@@ -1185,6 +1192,10 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
             }
         }
         "get" => get(&mut a)?,
+        "explain" => match get(&mut a)? {
+            Command::Get { table, get, show } => Command::Explain { table, get, show },
+            other => other,
+        },
         "scan" => scan(&mut a)?,
         "delete" => {
             let table = a.table()?;
