@@ -183,6 +183,20 @@ impl Stats {
             int(self.slowdowns),
         );
         e.family(
+            "cellar_reads_total",
+            Counter,
+            "Reads served: Gets (each of a batch), and scans opened.",
+        );
+        e.sample(&[("op", "get")], int(self.gets));
+        e.sample(&[("op", "scan")], int(self.scans));
+        e.family(
+            "cellar_read_rows_total",
+            Counter,
+            "Rows reads returned: Gets that found their row, rows of finished scans.",
+        );
+        e.sample(&[("op", "get")], int(self.gets_found));
+        e.sample(&[("op", "scan")], int(self.scan_rows));
+        e.family(
             "cellar_read_file_skips_total",
             Counter,
             "Files a read skipped without searching them, by what excluded them.",

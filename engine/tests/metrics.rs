@@ -164,6 +164,21 @@ fn the_exposition_is_well_formed_and_says_what_stats_says() {
         value(&m, "cellar_read_file_skips_total", Some(("by", "bloom"))),
         s.bloom_skips as f64
     );
+    // 600 Gets, of rows 0..500 less every 7th deleted: 428 found; one scan of those rows.
+    assert_eq!(
+        (s.gets, s.gets_found, s.scans, s.scan_rows),
+        (600, 428, 1, 428)
+    );
+    assert_eq!(value(&m, "cellar_reads_total", Some(("op", "get"))), 600.0);
+    assert_eq!(value(&m, "cellar_reads_total", Some(("op", "scan"))), 1.0);
+    assert_eq!(
+        value(&m, "cellar_read_rows_total", Some(("op", "get"))),
+        428.0
+    );
+    assert_eq!(
+        value(&m, "cellar_read_rows_total", Some(("op", "scan"))),
+        428.0
+    );
     assert_eq!(
         value(&m, "cellar_memstore_bytes", Some(("state", "active"))),
         s.memstore_active_bytes as f64
@@ -261,4 +276,55 @@ fn a_fresh_database_has_every_family_but_the_snapshot_age() {
     assert_eq!(value(&m, "cellar_writes_total", None), 0.0);
     assert_eq!(value(&m, "cellar_recovery_torn_tail", None), 0.0);
     assert!(m.len() > 50, "{} families", m.len());
+}
+
+/// Every read path counts its Gets and rows: `get`, `get_view`, `get_many`, a scan iterated
+/// (a row split by `batch` counts once), a scan dropped early, `scan_each`, `explain`.
+#[test]
+fn read_counters_count_each_read_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("f")))
+        .unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..10u32 {
+        t.put(
+            Put::new(format!("r{i}"))
+                .add("f", "a", "1")
+                .add("f", "b", "2"),
+        )
+        .unwrap();
+    }
+    let counts = |db: &Db| {
+        let s = db.stats();
+        (s.gets, s.gets_found, s.scans, s.scan_rows)
+    };
+    assert_eq!(counts(&db), (0, 0, 0, 0));
+    t.get(&Get::new("r1")).unwrap();
+    t.get(&Get::new("nope")).unwrap();
+    t.get_view(&Get::new("r2"), |_| ()).unwrap();
+    assert_eq!(counts(&db), (3, 2, 0, 0));
+    let many: Vec<Get> = ["r3", "r4", "x"].iter().map(|r| Get::new(*r)).collect();
+    t.get_many(&many).unwrap();
+    assert_eq!(counts(&db), (6, 4, 0, 0));
+    t.explain(&Get::new("r5")).unwrap();
+    assert_eq!(counts(&db), (7, 5, 0, 0));
+    // Batches of one cell: 20 chunks, 10 rows.
+    assert_eq!(t.scan(Scan::new().batch(1)).unwrap().count(), 20);
+    assert_eq!(counts(&db), (7, 5, 1, 10));
+    // Dropped after three rows: three count.
+    let mut it = t.scan(Scan::new()).unwrap();
+    for _ in 0..3 {
+        it.next().unwrap().unwrap();
+    }
+    drop(it);
+    assert_eq!(counts(&db), (7, 5, 2, 13));
+    let mut seen = 0;
+    t.scan_each(Scan::new(), |_| {
+        seen += 1;
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(seen, 10);
+    assert_eq!(counts(&db), (7, 5, 3, 23));
 }

@@ -1014,8 +1014,9 @@ pub(super) fn report(s: &super::Stats) -> String {
     );
     let _ = writeln!(
         o,
-        "Reads: files skipped by bloom {}, by key range {}, by time range {}",
-        s.bloom_skips, s.range_skips, s.time_skips
+        "Reads: gets {} ({} found a row), scans {} ({} rows); files skipped by bloom {}, by key \
+         range {}, by time range {}",
+        s.gets, s.gets_found, s.scans, s.scan_rows, s.bloom_skips, s.range_skips, s.time_skips
     );
     let w = &s.wal;
     let _ = writeln!(

@@ -281,6 +281,7 @@ impl DbInner {
             });
         }
         let row = self.get_row(&sv, t, read_point, get, Some(now_ms))?;
+        self.count_gets(1, u64::from(row.is_some()));
         Ok(Explanation {
             read_point,
             now_ms,

@@ -102,6 +102,10 @@ struct Counters {
     range_skips: AtomicU64,
     time_skips: AtomicU64,
     read_view_retries: AtomicU64,
+    gets: AtomicU64,
+    gets_found: AtomicU64,
+    scans: AtomicU64,
+    scan_rows: AtomicU64,
 }
 
 /// A snapshot of the database's counters.
@@ -135,6 +139,15 @@ pub struct Stats {
     /// Reads that took a newer read point because a flush or compaction installed while
     /// they started had purged at a newer one (`SuperVersion::purge_horizon`).
     pub read_view_retries: u64,
+    /// Gets served (each Get of a `get_many` counts; `explain` counts one).
+    pub gets: u64,
+    /// Gets that found a row.
+    pub gets_found: u64,
+    /// Scans opened (`scan`, `scan_each`).
+    pub scans: u64,
+    /// Rows scans returned (a row split by `batch` counts once), added when a scan ends or
+    /// is dropped.
+    pub scan_rows: u64,
     /// Bytes in active memstores.
     pub memstore_active_bytes: u64,
     /// Bytes in frozen memstores waiting for flush.
@@ -1335,6 +1348,10 @@ impl DbInner {
             range_skips: c.range_skips.load(Ordering::Relaxed),
             time_skips: c.time_skips.load(Ordering::Relaxed),
             read_view_retries: c.read_view_retries.load(Ordering::Relaxed),
+            gets: c.gets.load(Ordering::Relaxed),
+            gets_found: c.gets_found.load(Ordering::Relaxed),
+            scans: c.scans.load(Ordering::Relaxed),
+            scan_rows: c.scan_rows.load(Ordering::Relaxed),
             memstore_active_bytes: active as u64,
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,

@@ -217,7 +217,17 @@ impl DbInner {
         get.validate()?;
         let (read_point, sv) = self.read_view(get.read_point);
         let t = table_info(&sv, table)?;
-        self.get_row(&sv, t, read_point, get, None)
+        let row = self.get_row(&sv, t, read_point, get, None)?;
+        self.count_gets(1, u64::from(row.is_some()));
+        Ok(row)
+    }
+
+    /// Count `n` Gets served, `found` of them with a row ([`super::Stats::gets`]).
+    pub(super) fn count_gets(&self, n: u64, found: u64) {
+        self.counters.gets.fetch_add(n, Ordering::Relaxed);
+        if found > 0 {
+            self.counters.gets_found.fetch_add(found, Ordering::Relaxed);
+        }
     }
 
     /// Every Get of `gets` at one read view (see [`Table::get_many`](super::Table::get_many)),
@@ -258,6 +268,7 @@ impl DbInner {
         // instructions a Get, callgrind).
         let now = self.opts.clock.now_ms();
         let order = row_order(gets);
+        let mut found = 0u64;
         let mut plans = Vec::with_capacity(order.len());
         for &i in &order {
             let g = &gets[i];
@@ -341,8 +352,10 @@ impl DbInner {
             // Dropped in place: its block is released as a single Get's would be.
             *slot = None;
             let n = raw.len();
+            found += u64::from(n > 0);
             f(i, (n > 0).then(|| RowView::raw(&g.row, &raw, 0, n)));
         }
+        self.count_gets(gets.len() as u64, found);
         Ok(())
     }
 
@@ -412,6 +425,7 @@ impl DbInner {
             &sv, t, &fams, get, read_point, &readers, None, None, &mut raw,
         )?;
         let n = raw.len();
+        self.count_gets(1, u64::from(n > 0));
         Ok(f((n > 0).then(|| RowView::raw(&get.row, &raw, 0, n))))
     }
 
@@ -1001,6 +1015,7 @@ impl ScanIter {
         let now = db.opts.clock.now_ms();
         let t = table_info(&sv, table)?.clone();
         selected_families(&t, &scan.selection)?;
+        db.counters.scans.fetch_add(1, Ordering::Relaxed);
         let eval = scan
             .filter
             .as_ref()
@@ -1235,14 +1250,29 @@ impl ScanIter {
         merge.seek(&KeyRef::first_on_row(&start).encode())?;
         let scan = &self.scan;
         let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);
-        let mut row = Vec::new();
-        let mut cells: RawCells<'_> = RawCells::default();
         let mut out = Deliver {
             f: &mut f,
             returned: 0,
             limit,
             batch: scan.batch,
         };
+        let r = Self::stream(&mut merge, &mut out, &mut resolvers, scan);
+        self.db
+            .counters
+            .scan_rows
+            .fetch_add(out.returned as u64, Ordering::Relaxed);
+        r
+    }
+
+    /// [`ScanIter::for_each_row`]'s pass over `merge`, rows handed to `out`.
+    fn stream<'q, F: FnMut(&RowView<'_>) -> ControlFlow<()>>(
+        merge: &mut MergeIter<'_>,
+        out: &mut Deliver<'_, F>,
+        resolvers: &mut Resolvers<'q>,
+        scan: &Scan,
+    ) -> Result<()> {
+        let mut row = Vec::new();
+        let mut cells: RawCells<'q> = RawCells::default();
         // Why the cells are handed over by `run_forward` rather than read with `current` and
         // `next`: each of those walks every layer of cursors (merge, level, file, block) once
         // a cell, where `run_forward` loops inside a data block (callgrind: 4.6% fewer
@@ -1250,7 +1280,7 @@ impl ScanIter {
         // 14.3M rows a second). The loop stops only to seek past a finished column, at the
         // scan's end or on an error.
         loop {
-            let halt = run_until_halt(&mut merge, |cur| {
+            let halt = run_until_halt(merge, |cur| {
                 let key = parse(cur.key)?;
                 if scan.past_stop(key.row) {
                     return Ok(Some(Halt::PastStop));
@@ -1350,6 +1380,18 @@ impl<F: FnMut(&RowView<'_>) -> ControlFlow<()>> Deliver<'_, F> {
         }
         self.returned += 1;
         self.returned < self.limit
+    }
+}
+
+impl Drop for ScanIter {
+    /// The rows it returned count once the scan ends, not one atomic add a row.
+    fn drop(&mut self) {
+        if self.returned > 0 {
+            self.db
+                .counters
+                .scan_rows
+                .fetch_add(self.returned as u64, Ordering::Relaxed);
+        }
     }
 }
 
