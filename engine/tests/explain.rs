@@ -11,23 +11,8 @@ use cellar::{
     Db, Delete, FamilyDescriptor, Get, KeepDeletedCells, ManualClock, Options, Put, SourceDecision,
     SourceKind, TableDescriptor, Verdict,
 };
-
-/// A small deterministic generator (splitmix64): the test needs no statistical quality.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 const FAMILIES: [&str; 4] = ["classic", "nvb", "ttl", "kept"];
 
@@ -67,15 +52,15 @@ fn returned_cells_are_the_get_and_masks_name_their_marker() {
     let db = Db::open(dir.path(), opts).unwrap();
     db.create_table(table()).unwrap();
     let t = db.table("t").unwrap();
-    let mut rng = Rng(7);
+    let mut rng = StdRng::seed_from_u64(7);
     let (mut masked, mut returned, mut checked) = (0, 0, 0);
     for round in 0..6 {
         for _ in 0..150 {
-            let row = format!("r{}", rng.below(6));
-            let fam = FAMILIES[rng.below(4) as usize];
-            let q = format!("q{}", rng.below(3));
-            let ts = 990 + rng.below(40) + round * 10;
-            match rng.below(10) {
+            let row = format!("r{}", rng.random_range(0..6));
+            let fam = FAMILIES[rng.random_range(0..4usize)];
+            let q = format!("q{}", rng.random_range(0..3));
+            let ts: u64 = 990 + rng.random_range(0..40u64) + round * 10;
+            match rng.random_range(0..10) {
                 0 => t.delete(Delete::new(row.as_str()).column_at(fam, q, ts)),
                 1 => t.delete(Delete::new(row.as_str()).columns_at(fam, q, ts)),
                 2 => t.delete(Delete::new(row.as_str()).family_at(fam, ts)),

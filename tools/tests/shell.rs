@@ -41,6 +41,14 @@ fn shell(db: &Path, args: &[&str], stdin: &str) -> Run {
     }
 }
 
+/// Each line of a `--format json` run, parsed.
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Timings vary: `Took 0.0012 seconds` becomes `Took X seconds`.
 fn mask(s: &str) -> String {
     s.lines()
@@ -304,11 +312,7 @@ fn shell_results_agree_with_the_rust_api() {
     let queries = "scan 'users', {VERSIONS => 2}\nscan 'users', {STARTROW => 'u03', STOPROW => 'u09', COLUMNS => ['info:name']}\nscan 'users', {FILTER => \"PrefixFilter('u1') AND ValueFilter(=, 'binaryprefix:m1')\"}\ncount 'users'\nget_counter 'users', 'u09', 'stats:visits'\n";
     let r = shell(&db, &["--format", "json"], queries);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    let lines: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&r.stdout);
 
     let d = Db::open(&db, Options::default()).unwrap();
     let t = d.table("users").unwrap();
@@ -908,11 +912,7 @@ explain 't', 'r0'
 ";
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    let lines: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&r.stdout);
     let e = &lines[6];
     let sources = e["sources"].as_array().unwrap();
     assert_eq!(sources.len(), 2, "{e}");
