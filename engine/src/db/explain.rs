@@ -6,7 +6,8 @@
 //! either read or skipped for the reason the Get would skip it (key range, time range, bloom
 //! filter). Unlike a Get it keeps every cell of the row it finds, with its source, and runs
 //! them all through the read path's own resolver ([`RowResolver`]) without skipping ahead: so
-//! every cell gets the verdict the Get gives it (returned, masked, beyond VERSIONS, expired,
+//! every cell gets the verdict the Get's resolution gives it, or would give the cells a Get
+//! seeks past (returned, masked, beyond VERSIONS, expired,
 //! out of the time range, written after the read point ...), and a masked put names the marker
 //! that masks it ([`RowResolver::mask_cause`]). The semantics are the resolver's, not a second
 //! copy of them. The returned row is the real Get's, run at the same read view and clock
@@ -80,7 +81,7 @@ pub enum SourceKind {
         rows: (Vec<u8>, Vec<u8>),
         /// Its cells' smallest and largest timestamps.
         timestamps: (Timestamp, Timestamp),
-        /// Its cells, and how many of them are delete markers.
+        /// Its cells.
         entries: u64,
         /// Delete markers among them.
         deletes: u64,

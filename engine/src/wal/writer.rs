@@ -63,8 +63,9 @@ pub(crate) struct Segment {
     pub attested: u64,
     /// Bytes preallocated so far (grows in [`PREALLOC_STEP`]s up to the segment size).
     pub allocated: u64,
-    /// The preallocated space up to here has been written with zeros and synced, or lies
-    /// below a synced group's end ([`Writer::zero_fill`]).
+    /// Up to here the preallocated space holds no block left unwritten for a synced group to
+    /// convert: zeros written and synced past a synced group's last block, and groups' bytes
+    /// below it ([`Writer::zero_fill`]).
     pub zeroed: u64,
     /// The LINK still to be written at the head of the segment, with its first group: the
     /// previous segment's number and where its data ended.
