@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use cellar::format::CellType;
 use cellar::{
-    Db, Delete, FamilyDescriptor, Get, KeepDeletedCells, ManualClock, Options, Put, SourceDecision,
-    SourceKind, TableDescriptor, Verdict,
+    Db, Delete, FamilyDescriptor, Filter, Get, KeepDeletedCells, ManualClock, Options, Put,
+    SourceDecision, SourceKind, TableDescriptor, Verdict,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -53,7 +53,7 @@ fn returned_cells_are_the_get_and_masks_name_their_marker() {
     db.create_table(table()).unwrap();
     let t = db.table("t").unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    let (mut masked, mut returned, mut checked) = (0, 0, 0);
+    let (mut masked, mut returned, mut checked, mut filtered) = (0, 0, 0, 0);
     for round in 0..6 {
         for _ in 0..150 {
             let row = format!("r{}", rng.random_range(0..6));
@@ -88,19 +88,37 @@ fn returned_cells_are_the_get_and_masks_name_their_marker() {
                     .all_versions(),
                 Get::new(row.as_str()).time_range(0, 1_010).all_versions(),
                 Get::new(row.as_str()).timestamp(1_000),
+                Get::new(row.as_str())
+                    .all_versions()
+                    .filter(Filter::ColumnPrefix(b"q1".to_vec())),
+                Get::new(row.as_str())
+                    .all_versions()
+                    .filter(Filter::KeyOnly),
             ];
             for get in gets {
                 let e = t.explain(&get).unwrap();
                 let got = t.get(&get).unwrap();
                 assert_eq!(e.row, got, "{get:?}");
+                // The returned cells, less those the filter removed; KeyOnly empties values.
+                let key_only = matches!(get.filter, Some(Filter::KeyOnly));
                 let included: Vec<_> = e
                     .cells
                     .iter()
-                    .filter(|c| c.verdict == Verdict::Include)
-                    .map(|c| c.cell.clone())
+                    .filter(|c| c.verdict == Verdict::Include && !c.filtered)
+                    .map(|c| {
+                        let mut cell = c.cell.clone();
+                        if key_only {
+                            cell.value.clear();
+                        }
+                        cell
+                    })
                     .collect();
                 let want = got.map(|r| r.cells().to_vec()).unwrap_or_default();
                 assert_eq!(included, want, "{get:?}");
+                filtered += e.cells.iter().filter(|c| c.filtered).count();
+                if get.filter.is_none() || key_only {
+                    assert!(e.cells.iter().all(|c| !c.filtered), "{get:?}");
+                }
                 returned += included.len();
                 checked += 1;
                 for (i, c) in e.cells.iter().enumerate() {
@@ -131,7 +149,8 @@ fn returned_cells_are_the_get_and_masks_name_their_marker() {
     // The histories exercised what the test checks.
     assert!(masked > 50, "{masked} masked puts");
     assert!(returned > 100, "{returned} returned cells");
-    assert_eq!(checked, 6 * 7 * 6);
+    assert!(filtered > 20, "{filtered} cells removed by a filter");
+    assert_eq!(checked, 6 * 7 * 8);
 }
 
 #[test]

@@ -909,6 +909,7 @@ delete 't', 'r1', 'cf:q', 20
 explain 't', 'r1', {VERSIONS => 3}
 get 't', 'r1', {VERSIONS => 3}
 explain 't', 'r0'
+explain 't', 'r1', {VERSIONS => 3, FILTER => \"ValueFilter(=, 'binary:v1')\"}
 ";
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 0, "{}", r.stdout);
@@ -954,6 +955,10 @@ explain 't', 'r0'
     );
     assert_eq!(miss["cells"].as_array().unwrap().len(), 0);
     assert_eq!(miss["rows"], 0);
+    // A filter leaves out a cell resolution returned: v3 is removed by it, nothing is left.
+    let f = &lines[9];
+    assert_eq!(f["cells"][0]["verdict"], "removed by the filter", "{f}");
+    assert_eq!(f["rows"], 0, "{f}");
     // Text mode: the same verdicts, the marker named by its index.
     let r = shell(&db, &[], "explain 't', 'r1', {VERSIONS => 3}\n");
     assert_eq!(r.code, 0, "{}", r.stdout);

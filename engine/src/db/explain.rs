@@ -12,7 +12,8 @@
 //! that masks it ([`RowResolver::mask_cause`]). The semantics are the resolver's, not a second
 //! copy of them. The returned row is the real Get's, run at the same read view and clock
 //! reading; `tests/explain.rs` checks that it is exactly the cells given
-//! [`Verdict::Include`] (for a Get without a filter, which applies after resolution).
+//! [`Verdict::Include`] and not marked [`ExplainedCell::filtered`] (a filter applies after
+//! resolution).
 //!
 //! Costs: every cell of the row in every source that holds it (a Get stops a column at its
 //! version limit and seeks past the rest). It charges the statistics of one Get (the real one)
@@ -120,6 +121,9 @@ pub struct ExplainedCell {
     pub verdict: Verdict,
     /// For a masked put: the index in [`Explanation::cells`] of the marker that masks it.
     pub masked_by: Option<usize>,
+    /// Returned by resolution ([`Verdict::Include`]) but left out of the row by the Get's
+    /// filter.
+    pub filtered: bool,
 }
 
 /// A cell found in a source, before resolution.
@@ -279,10 +283,14 @@ impl DbInner {
                 seq: key.seq,
                 verdict,
                 masked_by,
+                filtered: false,
             });
         }
         let row = self.get_row(&sv, t, read_point, get, Some(now_ms))?;
         self.count_gets(1, u64::from(row.is_some()));
+        if get.filter.is_some() {
+            mark_filtered(&mut cells, row.as_ref().map_or(&[][..], |r| r.cells()));
+        }
         Ok(Explanation {
             read_point,
             now_ms,
@@ -290,6 +298,26 @@ impl DbInner {
             cells,
             row,
         })
+    }
+}
+
+/// Mark the cells resolution returned that the filter left out of `kept` (the row's cells, in
+/// the same order). Matched by column, timestamp and type, not value: a filter may rewrite
+/// values (KeyOnlyFilter empties them).
+fn mark_filtered(cells: &mut [ExplainedCell], kept: &[Cell]) {
+    let mut kept = kept.iter().peekable();
+    for c in cells.iter_mut().filter(|c| c.verdict == Verdict::Include) {
+        let same = kept.peek().is_some_and(|k| {
+            k.family == c.cell.family
+                && k.qualifier == c.cell.qualifier
+                && k.timestamp == c.cell.timestamp
+                && k.cell_type == c.cell.cell_type
+        });
+        if same {
+            kept.next();
+        } else {
+            c.filtered = true;
+        }
     }
 }
 

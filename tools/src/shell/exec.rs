@@ -856,6 +856,7 @@ fn explained(e: &cellar::Explanation, show: &Show) -> Result<Explained, ShellErr
         .iter()
         .map(|c| {
             let verdict = match c.verdict {
+                Verdict::Include if c.filtered => "removed by the filter",
                 Verdict::Include => "returned",
                 Verdict::Invisible => "not visible (written after the read point)",
                 Verdict::NotSelected => "column not read",
