@@ -533,3 +533,72 @@ fn verify_checks_each_file_against_its_recorded_checksum() {
     );
     assert!(r.stdout.contains("CRC-32C"), "{}", r.stdout);
 }
+
+/// `find` lists a row's cells in each file whose key range holds it (with sequence numbers and
+/// the bloom filter's word) and in each WAL record that writes it; `--table` narrows it; the
+/// directory is not changed.
+#[test]
+fn find_shows_a_rows_cells_in_files_and_the_wal() {
+    let d = db();
+    let before = listing(&d.path().join("db"));
+    let r = cellar(&["find", "db", "row005"], d.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("t/cf L0 data/"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("row005/cf:q/105/Put/seqid="),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("bloom filter says maybe present"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("cf:q/105/Delete"), "{}", r.stdout);
+
+    let v = json(&cellar(
+        &["find", "db", "row005", "--format", "json"],
+        d.path(),
+    ));
+    let files = v["files"].as_array().unwrap();
+    // The first flush (row000..row019) holds row005; the second (row010..) does not.
+    assert_eq!(files.len(), 1, "{v}");
+    assert_eq!(files[0]["table"], "t");
+    assert_eq!(files[0]["family"], "cf");
+    assert_eq!(files[0]["cells"][0]["value"], "value");
+    assert_eq!(files[0]["cells"][0]["timestamp"], 105);
+    let wal = v["wal"].as_array().unwrap();
+    assert_eq!(wal.len(), 1, "{v}");
+    assert_eq!(wal[0]["live"], true);
+    assert_eq!(wal[0]["cells"][0]["type"], "Delete");
+    assert!(wal[0]["seq"].as_u64().unwrap() > files[0]["cells"][0]["seq"].as_u64().unwrap());
+
+    // In both flushed files, newest first; a binary row by its escapes, from the WAL only.
+    let v = json(&cellar(
+        &["find", "db", "row015", "--format", "json"],
+        d.path(),
+    ));
+    let values: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["cells"][0]["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["newer", "value"], "{v}");
+    let v = json(&cellar(
+        &["find", "db", "\\x00bin\\xFF", "--format", "json"],
+        d.path(),
+    ));
+    assert_eq!(v["files"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["wal"][0]["cells"][0]["column"], "meta:k", "{v}");
+    // Another table's files and records only.
+    let v = json(&cellar(
+        &[
+            "find", "db", "row005", "--table", "ns:u", "--format", "json",
+        ],
+        d.path(),
+    ));
+    assert_eq!(v["files"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["wal"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(listing(&d.path().join("db")), before);
+}

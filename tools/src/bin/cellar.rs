@@ -17,6 +17,7 @@ use cellar_tools::crash::ChildArgs;
 use cellar_tools::db::backup::BackupArgs;
 use cellar_tools::db::checkpoint::CheckpointArgs;
 use cellar_tools::db::compact::CompactArgs;
+use cellar_tools::db::find::FindArgs;
 use cellar_tools::db::levels::LevelsArgs;
 use cellar_tools::db::manifest_dump::ManifestDumpArgs;
 use cellar_tools::db::verify::DbVerifyArgs;
@@ -47,6 +48,10 @@ enum Command {
     ManifestDump(ManifestDumpArgs),
     /// Every record of a database's WAL with its mutations (read-only).
     WalDump(WalDumpArgs),
+    /// Every stored cell of one row: in each live HFile whose key range holds it, and in each
+    /// WAL record that writes it (read-only; exit 1 if a file's bloom filter wrongly rules the
+    /// row out).
+    Find(FindArgs),
     /// Check a whole database: manifest, every live HFile, levels, WAL (read-only; exit codes
     /// as hfile-verify: 0 clean, 1 corruption, 2 usage or I/O error).
     Verify(DbVerifyArgs),
@@ -96,6 +101,7 @@ fn main() {
         Command::Levels(a) => cellar_tools::db::levels::run(a, out),
         Command::ManifestDump(a) => cellar_tools::db::manifest_dump::run(a, out),
         Command::WalDump(a) => cellar_tools::db::wal_dump::run(a, out),
+        Command::Find(a) => cellar_tools::db::find::run(a, out),
         Command::Verify(a) => cellar_tools::db::verify::run(a, out),
         Command::Compact(a) => cellar_tools::db::compact::run(a, out),
         Command::Checkpoint(a) => cellar_tools::db::checkpoint::run(a, out),

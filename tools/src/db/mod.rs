@@ -1,5 +1,5 @@
-//! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `verify`,
-//! `compact`, `checkpoint` and `backup`.
+//! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `find`,
+//! `verify`, `compact`, `checkpoint` and `backup`.
 //!
 //! The others read the directory through `cellar::inspect`, which never writes and takes no
 //! lock: they work on a database another process has open, and on a damaged one (which is when
@@ -12,6 +12,7 @@
 pub mod backup;
 pub mod checkpoint;
 pub mod compact;
+pub mod find;
 pub mod levels;
 pub mod manifest_dump;
 pub mod verify;
