@@ -9,6 +9,7 @@ pub mod bench;
 pub mod build;
 pub mod crash;
 pub mod db;
+pub mod diff;
 pub mod dump;
 pub mod emit;
 pub mod mmap;

@@ -202,3 +202,71 @@ fn million_cell_file_builds_verifies_and_dumps() {
         t.elapsed() - built - verified
     );
 }
+
+/// `cellar hfile diff`: a file and a copy of its cells with other compression and block size
+/// have the same cells (exit 0); a changed value, a cell dropped and one added show as `~`,
+/// `-` and `+` in key order (exit 1); `--limit` caps the list, not the counts.
+#[test]
+fn diff_compares_cells_not_layout() {
+    let d = tempdir();
+    let tsv = generate_tsv(2_000);
+    std::fs::write(d.path().join("in.tsv"), &tsv).unwrap();
+    assert_eq!(build(d.path(), "in.tsv", "a.hfile", &[]).code, 0);
+    let other = ["--compression", "lz4", "--block-size", "4KiB"];
+    assert_eq!(build(d.path(), "in.tsv", "b.hfile", &other).code, 0);
+    let r = run(CELLAR, &["hfile", "diff", "a.hfile", "b.hfile"], d.path());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Same cells: "), "{}", r.stdout);
+
+    // One value changed, one cell removed, one added.
+    let mut lines: Vec<String> = tsv.lines().map(str::to_owned).collect();
+    let changed = lines.iter().position(|l| l.contains("\tvalue-7-")).unwrap();
+    lines[changed] = lines[changed].replace("\tvalue-7-", "\tVALUE-7-");
+    // A comment in its place: a cell's seq is its line's number, which the others keep.
+    let removed = lines.iter().position(|l| l.contains("\tvalue-8-")).unwrap();
+    lines[removed] = "# removed".to_owned();
+    lines.push("zzz\tcf:new\t5\tPut\tadded".to_owned());
+    std::fs::write(d.path().join("c.tsv"), lines.join("\n") + "\n").unwrap();
+    assert_eq!(build(d.path(), "c.tsv", "c.hfile", &[]).code, 0);
+    let r = run(
+        CELLAR,
+        &["hfile", "diff", "a.hfile", "c.hfile", "--format", "json"],
+        d.path(),
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["only_a"].as_u64(), v["only_b"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["changed"], 1, "{v}");
+    let ops: Vec<(&str, &str)> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["op"].as_str().unwrap(), x["key"].as_str().unwrap()))
+        .collect();
+    assert_eq!(ops.len(), 3, "{v}");
+    assert!(ops.iter().any(|(op, _)| *op == "~"), "{v}");
+    assert!(ops.iter().any(|(op, _)| *op == "-"), "{v}");
+    assert_eq!(ops[2].0, "+", "{v}");
+    assert!(ops[2].1.starts_with("zzz/cf:new/5/Put"), "{v}");
+    let r = run(
+        CELLAR,
+        &["hfile", "diff", "a.hfile", "c.hfile", "--limit", "1"],
+        d.path(),
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("... 2 more difference(s)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("1 only in a.hfile, 1 only in c.hfile, 1 changed"),
+        "{}",
+        r.stdout
+    );
+}

@@ -22,6 +22,7 @@ use cellar_tools::db::levels::LevelsArgs;
 use cellar_tools::db::manifest_dump::ManifestDumpArgs;
 use cellar_tools::db::verify::DbVerifyArgs;
 use cellar_tools::db::wal_dump::WalDumpArgs;
+use cellar_tools::diff::DiffArgs;
 use cellar_tools::dump::DumpArgs;
 use cellar_tools::reliability::ReliabilityArgs;
 use cellar_tools::shell::ShellArgs;
@@ -81,6 +82,8 @@ enum HfileCommand {
     Dump(DumpArgs),
     /// Verify HFiles (same as `hfile-verify`).
     Verify(VerifyArgs),
+    /// Compare two HFiles cell by cell (exit 0 same cells, 1 they differ, 2 error).
+    Diff(DiffArgs),
 }
 
 fn main() {
@@ -98,6 +101,7 @@ fn main() {
         Command::Hfile(HfileCommand::Build(a)) => cellar_tools::build::run(a, out),
         Command::Hfile(HfileCommand::Dump(a)) => cellar_tools::dump::run(a, out),
         Command::Hfile(HfileCommand::Verify(a)) => cellar_tools::verify::run(a, out),
+        Command::Hfile(HfileCommand::Diff(a)) => cellar_tools::diff::run(a, out),
         Command::Levels(a) => cellar_tools::db::levels::run(a, out),
         Command::ManifestDump(a) => cellar_tools::db::manifest_dump::run(a, out),
         Command::WalDump(a) => cellar_tools::db::wal_dump::run(a, out),
