@@ -185,8 +185,9 @@ pub fn run<W: Write>(args: &FindArgs, mut out: W) -> Result<i32> {
     for fam in version.families().filter(|&f| wanted(f)) {
         for level in 0..NUM_LEVELS {
             for meta in version.files(fam, level) {
-                let holds = |key: &[u8]| cellar::format::KeyRef::parse(key).map(|k| k.row.to_vec());
-                let (Ok(lo), Ok(hi)) = (holds(&meta.smallest), holds(&meta.largest)) else {
+                let row_of =
+                    |key: &[u8]| cellar::format::KeyRef::parse(key).map(|k| k.row.to_vec());
+                let (Ok(lo), Ok(hi)) = (row_of(&meta.smallest), row_of(&meta.largest)) else {
                     continue;
                 };
                 if row < lo || row > hi {
