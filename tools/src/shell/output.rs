@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::convert::Shown;
 use super::ShellError;
-use crate::text::bin;
+use crate::text::{bin, Align, Table};
 
 /// The result of a successful command.
 #[derive(Debug)]
@@ -140,37 +140,27 @@ pub struct ExplainedJson {
     pub masked_by: Option<usize>,
 }
 
-/// Columns padded to their widest entry (entries start with a space, as in the HBase shell),
-/// two spaces between.
-fn columns(header: &[&str], rows: &[Vec<String>], out: &mut String) {
-    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+/// Aligned columns (entries start with a space, as in the HBase shell), two spaces between.
+fn columns(header: &[&str], rows: Vec<Vec<String>>, out: &mut String) {
+    let mut t = Table::new(header, &vec![Align::Left; header.len()]);
     for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if let Some(x) = w.get_mut(i) {
-                *x = (*x).max(c.chars().count());
-            }
-        }
+        t.row(r);
     }
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut l = String::new();
-        for (i, c) in cells.enumerate() {
-            if i > 0 {
-                l.push_str("  ");
-            }
-            l.push_str(c);
-            let pad = w
-                .get(i)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(c.chars().count());
-            l.push_str(&" ".repeat(pad));
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(&mut header.iter().copied());
-    for r in rows {
-        line(&mut r.iter().map(String::as_str));
+    t.render(0, out);
+}
+
+/// [`cell_text`] of a cell in its JSON form, uncut.
+fn cell_json_text(c: &CellJson) -> String {
+    timestamp_value(c.timestamp, c.kind, &c.value)
+}
+
+/// `timestamp=5, value=v` for a put (`kind` "Put"), `timestamp=5, type=DeleteColumn` for a
+/// marker.
+fn timestamp_value(timestamp: u64, kind: &str, value: &str) -> String {
+    if kind == "Put" {
+        format!("timestamp={timestamp}, value={value}")
+    } else {
+        format!("timestamp={timestamp}, type={kind}")
     }
 }
 
@@ -193,17 +183,12 @@ impl Explained {
                 vec![format!(" #{i}"), s.family.clone(), what, decision]
             })
             .collect();
-        columns(&["SOURCE", "FAMILY", "WHAT", "DECISION"], &sources, out);
+        columns(&["SOURCE", "FAMILY", "WHAT", "DECISION"], sources, out);
         let cells: Vec<Vec<String>> = self
             .cells
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let cell = if c.cell.kind == "Put" {
-                    format!("timestamp={}, value={}", c.cell.timestamp, c.cell.value)
-                } else {
-                    format!("timestamp={}, type={}", c.cell.timestamp, c.cell.kind)
-                };
                 let verdict = match c.masked_by {
                     Some(m) => format!("{} by #{m}", c.verdict),
                     None => c.verdict.to_owned(),
@@ -211,7 +196,7 @@ impl Explained {
                 vec![
                     format!(" #{i}"),
                     c.cell.column.clone(),
-                    cell,
+                    cell_json_text(&c.cell),
                     c.seq.to_string(),
                     format!("#{}", c.source),
                     verdict,
@@ -227,7 +212,7 @@ impl Explained {
                 "SOURCE",
                 "VERDICT",
             ],
-            &cells,
+            cells,
             out,
         );
         out.push_str(&format!(
@@ -237,14 +222,7 @@ impl Explained {
         let result: Vec<(String, String)> = self
             .result
             .iter()
-            .map(|c| {
-                let cell = if c.kind == "Put" {
-                    format!("timestamp={}, value={}", c.timestamp, c.value)
-                } else {
-                    format!("timestamp={}, type={}", c.timestamp, c.kind)
-                };
-                (format!(" {}", c.column), cell)
-            })
+            .map(|c| (format!(" {}", c.column), cell_json_text(c)))
             .collect();
         two_columns(("COLUMN", "CELL"), &result, out);
         out.push_str(&format!("{} row(s)\n", self.rows));
@@ -281,11 +259,7 @@ pub fn cell_json(c: &Shown) -> CellJson {
 /// `timestamp=5, value=v`, or `timestamp=5, type=DeleteColumn` for a marker (raw scans); cut
 /// to `max` characters (MAXLENGTH) as HBase cuts it.
 fn cell_text(c: &Shown, max: Option<usize>) -> String {
-    let s = if c.cell_type == cellar::format::CellType::Put {
-        format!("timestamp={}, value={}", c.timestamp, c.value)
-    } else {
-        format!("timestamp={}, type={}", c.timestamp, c.cell_type.name())
-    };
+    let s = timestamp_value(c.timestamp, c.cell_type.name(), &c.value);
     match max {
         Some(n) => s.chars().take(n).collect(),
         None => s,
