@@ -106,8 +106,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     Append, BackupFile, BackupInfo, Backups, CheckAndMutate, CheckpointInfo, CompactionStats, Db,
     Delete, ExplainSource, ExplainedCell, Explanation, Increment, LevelStats, MemoryBudget,
-    Mutation, Options, PurgeInfo, Put, RecoveryReport, RowMutations, ScanIter, Snapshot,
-    SourceDecision, SourceKind, Stats, Table, WriteBatch, WriteOptions,
+    Mutation, Options, PurgeInfo, Put, RecoveryReport, RowMutations, ScanIter, SkippedCells,
+    Snapshot, SourceDecision, SourceKind, Stats, Table, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -204,6 +204,14 @@ impl Stats {
         e.sample(&[("by", "bloom")], int(self.bloom_skips));
         e.sample(&[("by", "key_range")], int(self.range_skips));
         e.sample(&[("by", "time_range")], int(self.time_skips));
+        e.family(
+            "cellar_read_cells_skipped_total",
+            Counter,
+            "Cells reads examined and did not return, by the read path's verdict on them.",
+        );
+        for (cause, n) in self.skipped_cells.by_cause() {
+            e.sample(&[("cause", cause)], int(n));
+        }
         e.one(
             "cellar_read_view_retries_total",
             Counter,

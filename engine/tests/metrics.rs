@@ -328,3 +328,160 @@ fn read_counters_count_each_read_path() {
     assert_eq!(seen, 10);
     assert_eq!(counts(&db), (7, 5, 3, 23));
 }
+
+/// `Stats::skipped_cells`: each row below makes a read examine cells it does not return for
+/// one cause, and the counters say exactly how many for which, for Gets, for a scan (the same
+/// rows, so the same counts again), after a flush (the same cells read from a file), in the
+/// report and in Prometheus.
+#[test]
+fn skipped_cells_are_counted_by_cause() {
+    use cellar::{ManualClock, SkippedCells};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let opts = Options {
+        clock: clock.clone(),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("f").max_versions(3))
+            .family(FamilyDescriptor::new("g").ttl(Duration::from_secs(1))),
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    // A put masked by a DeleteColumn above it.
+    t.put(Put::new("mask").add_at("f", "a", 10, "v")).unwrap();
+    t.delete(Delete::new("mask").columns_at("f", "a", 20))
+        .unwrap();
+    // Two puts at one timestamp: the newer write wins.
+    t.put(Put::new("dup").add_at("f", "a", 5, "x")).unwrap();
+    t.put(Put::new("dup").add_at("f", "a", 5, "y")).unwrap();
+    // Three versions, a Get returns one.
+    for ts in 1..=3 {
+        t.put(Put::new("vers").add_at("f", "a", ts, "v")).unwrap();
+    }
+    // Outside a time range, and not a selected column.
+    t.put(Put::new("range").add_at("f", "a", 100, "v")).unwrap();
+    t.put(Put::new("sel").add("f", "a", "1").add("f", "b", "2"))
+        .unwrap();
+    // Past the family's TTL once the clock moves.
+    t.put(Put::new("old").add("g", "a", "v")).unwrap();
+    clock.advance(5_000);
+    // Written after a snapshot.
+    let snap = db.snapshot();
+    t.put(Put::new("new").add("f", "a", "v")).unwrap();
+
+    let gets = |db: &Db| {
+        let before = db.stats().skipped_cells;
+        assert!(t.get(&Get::new("mask")).unwrap().is_none());
+        assert_eq!(t.get(&Get::new("dup")).unwrap().unwrap().cells().len(), 1);
+        assert_eq!(t.get(&Get::new("vers")).unwrap().unwrap().cells().len(), 1);
+        assert!(t
+            .get(&Get::new("range").time_range(0, 50))
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            t.get(&Get::new("sel").column("f", "a"))
+                .unwrap()
+                .unwrap()
+                .cells()
+                .len(),
+            1
+        );
+        assert!(t.get(&Get::new("old")).unwrap().is_none());
+        let mut at_snap = Get::new("new");
+        at_snap.read_point = Some(snap.seq());
+        assert!(t.get(&at_snap).unwrap().is_none());
+        let after = db.stats().skipped_cells;
+        diff(&after, &before)
+    };
+    let expected = [
+        ("invisible", 1),
+        ("not_selected", 1),
+        ("marker", 1),
+        ("masked", 1),
+        ("duplicate", 1),
+        ("expired", 1),
+        ("out_of_range", 1),
+        ("versions", 2),
+    ];
+    assert_eq!(gets(&db), expected, "Gets over the memstore");
+    // A scan of every row at the snapshot's point: the same cells but the time range's and
+    // the selection's, and nothing invisible is returned.
+    let scan_expected = [
+        ("invisible", 1),
+        ("not_selected", 0),
+        ("marker", 1),
+        ("masked", 1),
+        ("duplicate", 1),
+        ("expired", 1),
+        ("out_of_range", 0),
+        ("versions", 2),
+    ];
+    // Forward (refilled batches), reversed, and streamed by `scan_each`.
+    for mode in 0..3 {
+        let before = db.stats().skipped_cells;
+        let mut scan = if mode == 1 {
+            Scan::new().reversed()
+        } else {
+            Scan::new()
+        };
+        scan.read_point = Some(snap.seq());
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        if mode == 2 {
+            t.scan_each(scan, |r| {
+                names.push(r.key().to_vec());
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+        } else {
+            names = t.scan(scan).unwrap().map(|r| r.unwrap().key).collect();
+        }
+        if mode == 1 {
+            names.reverse();
+        }
+        assert_eq!(
+            names,
+            [&b"dup"[..], b"range", b"sel", b"vers"],
+            "mode {mode}"
+        );
+        assert_eq!(
+            diff(&db.stats().skipped_cells, &before),
+            scan_expected,
+            "scan mode {mode}"
+        );
+    }
+    // From an HFile: the flush dropped the masked put, the losing duplicate and the expired
+    // cell (SPEC.md §20's purge rules; the snapshot is newer than all three), and kept the
+    // rest.
+    db.flush().unwrap();
+    let mut flushed = expected;
+    for (cause, n) in &mut flushed {
+        if matches!(*cause, "masked" | "duplicate" | "expired") {
+            *n = 0;
+        }
+    }
+    assert_eq!(gets(&db), flushed, "Gets over a flushed file");
+    let s = db.stats();
+    assert_eq!(s.skipped_cells.total(), 9 + 3 * 7 + 6);
+    assert!(db.stats_report().contains(
+        "Cells read and not returned: 36 (invisible 5, not_selected 2, marker 5, \
+                   masked 4, duplicate 4, expired 4, out_of_range 2, versions 10)"
+    ));
+    let text = s.prometheus();
+    assert!(text.contains("cellar_read_cells_skipped_total{cause=\"versions\"} 10\n"));
+    assert!(text.contains("cellar_read_cells_skipped_total{cause=\"masked\"} 4\n"));
+    drop(snap);
+
+    fn diff(a: &SkippedCells, b: &SkippedCells) -> Vec<(&'static str, u64)> {
+        a.by_cause()
+            .iter()
+            .zip(b.by_cause())
+            .map(|(&(name, x), (_, y))| (name, x - y))
+            .collect()
+    }
+}

@@ -541,6 +541,41 @@ fn status_reports_the_wal() {
     assert!(v["report"].as_str().unwrap().contains("Prefault (process)"));
 }
 
+/// `status` counts the cells reads examined and did not return, by cause, in its JSON and
+/// its report: a masked put and its marker, and versions beyond a Get's limit.
+#[test]
+fn status_counts_skipped_cells_by_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "\
+create 't', {NAME => 'cf', VERSIONS => 3}
+put 't', 'r', 'cf:q', 'v1', 1
+put 't', 'r', 'cf:q', 'v2', 2
+put 't', 'r', 'cf:q', 'v3', 3
+put 't', 'm', 'cf:q', 'gone', 1
+delete 't', 'm', 'cf:q', 5
+get 't', 'r'
+get 't', 'm'
+status
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let last = r.stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    let skipped = &v["stats"]["skipped_cells"];
+    assert_eq!(skipped["versions"], 2, "{last}");
+    assert_eq!(skipped["marker"], 1, "{last}");
+    assert_eq!(skipped["masked"], 1, "{last}");
+    assert_eq!(skipped["expired"], 0, "{last}");
+    assert!(
+        v["report"]
+            .as_str()
+            .unwrap()
+            .contains("Cells read and not returned: 4 ("),
+        "{last}"
+    );
+}
+
 #[test]
 fn converters_and_formatter_print_values_as_hbase_does() {
     let dir = tempfile::tempdir().unwrap();

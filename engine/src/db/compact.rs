@@ -1018,6 +1018,18 @@ pub(super) fn report(s: &super::Stats) -> String {
          range {}, by time range {}",
         s.gets, s.gets_found, s.scans, s.scan_rows, s.bloom_skips, s.range_skips, s.time_skips
     );
+    let skipped: Vec<String> = s
+        .skipped_cells
+        .by_cause()
+        .iter()
+        .map(|(cause, n)| format!("{cause} {n}"))
+        .collect();
+    let _ = writeln!(
+        o,
+        "Cells read and not returned: {} ({})",
+        s.skipped_cells.total(),
+        skipped.join(", ")
+    );
     let w = &s.wal;
     let _ = writeln!(
         o,

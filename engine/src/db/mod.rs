@@ -106,6 +106,8 @@ struct Counters {
     gets_found: AtomicU64,
     scans: AtomicU64,
     scan_rows: AtomicU64,
+    /// [`SkippedCells`], indexed by [`read::skip_index`].
+    skipped: [AtomicU64; read::SKIP_CAUSES],
 }
 
 /// A snapshot of the database's counters.
@@ -148,6 +150,8 @@ pub struct Stats {
     /// Rows scans returned (a row split by `batch` counts once), added when a scan ends or
     /// is dropped.
     pub scan_rows: u64,
+    /// Cells Gets and scans examined and did not return, by cause.
+    pub skipped_cells: SkippedCells,
     /// Bytes in active memstores.
     pub memstore_active_bytes: u64,
     /// Bytes in frozen memstores waiting for flush.
@@ -175,6 +179,54 @@ pub struct Stats {
     pub memory_budget: MemoryBudget,
     /// Compaction: per level, dropped cells, stalls it caused.
     pub compaction: CompactionStats,
+}
+
+/// Cells that reads (Gets and scans, not compactions) examined and did not return, by the
+/// read path's [`Verdict`](crate::Verdict) on each: the work a read did beyond its result.
+/// Counted per read and added to [`Stats::skipped_cells`] when the read (a Get, or a scan's
+/// batch of rows) is done. Cells a read never examined are not here: those of files skipped
+/// whole ([`Stats::bloom_skips`] and the other file skips) and the older versions of a column
+/// a read seeks past once it has what it may return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SkippedCells {
+    /// Written after the read's point: too new for this read ([`Verdict::Invisible`](crate::Verdict::Invisible)).
+    pub invisible: u64,
+    /// In a column or family the read did not ask for.
+    pub not_selected: u64,
+    /// Delete markers (raw reads return them instead).
+    pub markers: u64,
+    /// Puts hidden by a delete marker.
+    pub masked: u64,
+    /// Puts at the timestamp of a newer write of their column, which wins.
+    pub duplicates: u64,
+    /// Puts older than their TTL, past MIN_VERSIONS.
+    pub expired: u64,
+    /// Cells outside the read's time range.
+    pub out_of_range: u64,
+    /// Versions beyond the read's version limit.
+    pub versions: u64,
+}
+
+impl SkippedCells {
+    /// Every cause's count under its name (as the report and Prometheus label it).
+    pub fn by_cause(&self) -> [(&'static str, u64); read::SKIP_CAUSES] {
+        [
+            ("invisible", self.invisible),
+            ("not_selected", self.not_selected),
+            ("marker", self.markers),
+            ("masked", self.masked),
+            ("duplicate", self.duplicates),
+            ("expired", self.expired),
+            ("out_of_range", self.out_of_range),
+            ("versions", self.versions),
+        ]
+    }
+
+    /// All causes together.
+    pub fn total(&self) -> u64 {
+        self.by_cause().iter().map(|&(_, n)| n).sum()
+    }
 }
 
 /// The memory the options allow the two consumers that grow with use ([`Options::memory_budget`]).
@@ -1352,6 +1404,19 @@ impl DbInner {
             gets_found: c.gets_found.load(Ordering::Relaxed),
             scans: c.scans.load(Ordering::Relaxed),
             scan_rows: c.scan_rows.load(Ordering::Relaxed),
+            skipped_cells: {
+                let n = |i: usize| c.skipped[i].load(Ordering::Relaxed);
+                SkippedCells {
+                    invisible: n(0),
+                    not_selected: n(1),
+                    markers: n(2),
+                    masked: n(3),
+                    duplicates: n(4),
+                    expired: n(5),
+                    out_of_range: n(6),
+                    versions: n(7),
+                }
+            },
             memstore_active_bytes: active as u64,
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,

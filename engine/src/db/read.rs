@@ -24,13 +24,13 @@ use smallvec::SmallVec;
 
 use super::level_iter::{LevelIter, ScanFiles};
 use super::sv::{FamilyRead, SuperVersion, TableInfo};
-use super::DbInner;
+use super::{Counters, DbInner};
 use crate::error::{Error, Result};
 use crate::fs::FormatSource;
 use crate::read::filter::{FilterEval, RowCheck};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::query::{Cell, Get, Row, Scan, TimeRange};
-use crate::read::resolve::{ReadParams, RowResolver};
+use crate::read::resolve::{ReadParams, RowResolver, Verdict};
 use crate::read::view::{CellRef, CellSink, GetCells, RawCells, RowView};
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{CellIter, FileMeta, SeqNo, Timestamp};
@@ -501,12 +501,18 @@ impl DbInner {
                             &mut own
                         }
                     };
-                    resolve_row(it, &get.row, &mut resolvers(), sink, clock)
+                    let mut r = resolvers();
+                    let done = resolve_row(it, &get.row, &mut r, sink, clock);
+                    r.count_into(&self.counters);
+                    done
                 }
                 _ => {
                     let mut merge = merge_over(sv, fams, readers);
                     merge.seek(first)?;
-                    resolve_row(&mut merge, &get.row, &mut resolvers(), sink, clock)
+                    let mut r = resolvers();
+                    let done = resolve_row(&mut merge, &get.row, &mut r, sink, clock);
+                    r.count_into(&self.counters);
+                    done
                 }
             }
         })
@@ -700,6 +706,26 @@ fn forward_sources<'a>(
 /// A family's name and its resolver.
 type FamilyResolver<'q> = (&'q str, RowResolver<'q>);
 
+/// Causes of [`super::SkippedCells`]: every verdict but `Include`.
+pub(super) const SKIP_CAUSES: usize = 8;
+
+/// Where a verdict is counted in [`super::SkippedCells`] (the order of its fields); `None`
+/// for a returned cell.
+#[inline(always)]
+pub(super) fn skip_index(v: Verdict) -> Option<usize> {
+    Some(match v {
+        Verdict::Include => return None,
+        Verdict::Invisible => 0,
+        Verdict::NotSelected => 1,
+        Verdict::Marker => 2,
+        Verdict::Masked => 3,
+        Verdict::Duplicate => 4,
+        Verdict::Expired => 5,
+        Verdict::OutOfRange => 6,
+        Verdict::TooManyVersions => 7,
+    })
+}
+
 /// One resolver per family of a table, reset at each new row: a scan's in a vector, built
 /// once; a Get's in [`ByFamily`], built for the one row.
 struct Resolvers<'q, S = Vec<FamilyResolver<'q>>> {
@@ -707,6 +733,9 @@ struct Resolvers<'q, S = Vec<FamilyResolver<'q>>> {
     by_family: S,
     /// Cells stepped over since the current column was done.
     overrun: usize,
+    /// Cells examined and not returned, by [`skip_index`]; added to the database's counters
+    /// by [`Resolvers::count_into`] once per read (or scan batch), not an atomic add a cell.
+    skipped: [u64; SKIP_CAUSES],
     _family: PhantomData<&'q ()>,
 }
 
@@ -753,6 +782,7 @@ impl<'q> Resolvers<'q, ByFamily<'q>> {
         Resolvers {
             by_family,
             overrun: 0,
+            skipped: [0; SKIP_CAUSES],
             _family: PhantomData,
         }
     }
@@ -769,6 +799,7 @@ impl<'q> Resolvers<'q> {
                 .map(|f| family_resolver(f, &params))
                 .collect(),
             overrun: 0,
+            skipped: [0; SKIP_CAUSES],
             _family: PhantomData,
         }
     }
@@ -779,6 +810,16 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
     fn set_now(&mut self, now_ms: Timestamp) {
         for (_, r) in self.by_family.as_mut() {
             r.set_now(now_ms);
+        }
+    }
+
+    /// Add the cells skipped so far to `counters` ([`super::SkippedCells`]) and start
+    /// again from zero.
+    fn count_into(&mut self, counters: &Counters) {
+        for (n, c) in self.skipped.iter_mut().zip(&counters.skipped) {
+            if *n > 0 {
+                c.fetch_add(std::mem::take(n), Ordering::Relaxed);
+            }
         }
     }
 
@@ -800,11 +841,13 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
             .as_mut()
             .iter_mut()
             .find(|(name, _)| bytes_eq(name.as_bytes(), key.family))?;
-        if r.first_cell_verdict(key, tags).is_included() {
+        match skip_index(r.first_cell_verdict(key, tags)) {
             // (An included cell has a cell type: the verdict leaves out other codes.)
-            key.cell_type().map(|t| (*family, t))
-        } else {
-            None
+            None => key.cell_type().map(|t| (*family, t)),
+            Some(i) => {
+                self.skipped[i] += 1;
+                None
+            }
         }
     }
 
@@ -827,13 +870,16 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
         else {
             return Ok(None);
         };
-        if r.push_with_tags(key, tags).is_included() {
-            let v = if key.cell_type() == Some(CellType::Put) {
-                value
-            } else {
-                &[]
-            };
-            out.push_cell(key, family, v)?;
+        match skip_index(r.push_with_tags(key, tags)) {
+            None => {
+                let v = if key.cell_type() == Some(CellType::Put) {
+                    value
+                } else {
+                    &[]
+                };
+                out.push_cell(key, family, v)?;
+            }
+            Some(i) => self.skipped[i] += 1,
         }
         if !r.column_done() || key.qualifier.is_empty() {
             self.overrun = 0;
@@ -852,6 +898,32 @@ impl<'q, S: AsMut<[FamilyResolver<'q>]>> Resolvers<'q, S> {
             return Ok(Some(past.encode()));
         }
         Ok(None)
+    }
+}
+
+/// A scan's resolvers that add the cells they skipped to the database's counters however the
+/// pass over the merge ends (a full batch, the stop row, an error).
+struct Counted<'a, 'q> {
+    r: Resolvers<'q>,
+    counters: &'a Counters,
+}
+
+impl<'q> std::ops::Deref for Counted<'_, 'q> {
+    type Target = Resolvers<'q>;
+    fn deref(&self) -> &Resolvers<'q> {
+        &self.r
+    }
+}
+
+impl<'q> std::ops::DerefMut for Counted<'_, 'q> {
+    fn deref_mut(&mut self) -> &mut Resolvers<'q> {
+        &mut self.r
+    }
+}
+
+impl Drop for Counted<'_, '_> {
+    fn drop(&mut self) {
+        self.r.count_into(self.counters);
     }
 }
 
@@ -1083,7 +1155,10 @@ impl ScanIter {
         let (fams, files) = forward_sources(&self.db, &self.sv, &self.table, &self.scan, &start)?;
         let mut merge = scan_merge(&self.db, &self.sv, &fams, &files);
         merge.seek(&KeyRef::first_on_row(&start).encode())?;
-        let mut resolvers = Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now);
+        let mut resolvers = Counted {
+            r: Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now),
+            counters: &self.db.counters,
+        };
         let mut row: Option<Vec<u8>> = None;
         let mut cells = Vec::new();
         let mut batch = BatchSize::default();
@@ -1167,7 +1242,10 @@ impl ScanIter {
             Some(b) => merge.seek_for_prev(&KeyRef::first_on_row(b).encode())?,
             None => merge.seek_to_last()?,
         }
-        let mut resolvers = Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now);
+        let mut resolvers = Counted {
+            r: Resolvers::for_scan(&self.table, &self.scan, self.read_point, self.now),
+            counters: &self.db.counters,
+        };
         // One row's raw cells at a time, in a buffer reused from row to row.
         let mut raw = RowCells::default();
         let mut batch = BatchSize::default();
@@ -1249,7 +1327,10 @@ impl ScanIter {
         let mut merge = scan_merge(&self.db, &self.sv, &fams, &files);
         merge.seek(&KeyRef::first_on_row(&start).encode())?;
         let scan = &self.scan;
-        let mut resolvers = Resolvers::for_scan(&self.table, scan, self.read_point, self.now);
+        let mut resolvers = Counted {
+            r: Resolvers::for_scan(&self.table, scan, self.read_point, self.now),
+            counters: &self.db.counters,
+        };
         let mut out = Deliver {
             f: &mut f,
             returned: 0,

@@ -656,6 +656,12 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
         "gets_found": s.gets_found,
         "scans": s.scans,
         "scan_rows": s.scan_rows,
+        "skipped_cells": s
+            .skipped_cells
+            .by_cause()
+            .iter()
+            .map(|&(cause, n)| (cause.to_owned(), serde_json::Value::from(n)))
+            .collect::<serde_json::Map<_, _>>(),
         "stalls": s.stalls,
         "stall_micros": s.stall_micros,
         "write_amplification": s.write_amplification(),
