@@ -190,7 +190,7 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SkippedCells {
-    /// Written after the read's point: too new for this read ([`Verdict::Invisible`](crate::Verdict::Invisible)).
+    /// Written after the read's point: too new for this read.
     pub invisible: u64,
     /// In a column or family the read did not ask for.
     pub not_selected: u64,
@@ -204,7 +204,7 @@ pub struct SkippedCells {
     pub expired: u64,
     /// Cells outside the read's time range.
     pub out_of_range: u64,
-    /// Versions beyond the read's version limit.
+    /// Versions beyond the read's version limit or the family's VERSIONS.
     pub versions: u64,
 }
 
