@@ -213,6 +213,36 @@ impl Stats {
             e.sample(&[("cause", cause)], int(n));
         }
         e.one(
+            "cellar_ingests_total",
+            Counter,
+            "Bulk loads of external HFiles (Table::ingest).",
+            int(self.ingests),
+        );
+        e.one(
+            "cellar_ingested_files_total",
+            Counter,
+            "HFiles bulk loads added.",
+            int(self.ingested_files),
+        );
+        e.one(
+            "cellar_ingested_cells_total",
+            Counter,
+            "Cells bulk loads added.",
+            int(self.ingested_cells),
+        );
+        e.one(
+            "cellar_ingested_bytes_total",
+            Counter,
+            "Bytes of the HFiles bulk loads wrote.",
+            int(self.ingested_bytes),
+        );
+        e.one(
+            "cellar_ingest_write_hold_seconds_total",
+            Counter,
+            "Time writes waited while bulk loads rewrote and installed their files.",
+            seconds(self.ingest_held_micros),
+        );
+        e.one(
             "cellar_read_view_retries_total",
             Counter,
             "Reads that took a newer read point because a flush or compaction installed as they started.",

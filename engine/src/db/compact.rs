@@ -52,6 +52,9 @@ pub(super) struct CompactState {
     /// Families a manual major compaction waits for: background threads leave them alone so
     /// the manual one is not starved.
     manual: BTreeSet<FamilyId>,
+    /// Families an ingestion is loading files into (`db/ingest.rs`): no task may start on
+    /// them, as the ingestion places its files by the levels it sees.
+    ingesting: BTreeSet<FamilyId>,
     /// Replaced files still listed by some live super-version, deleted once none does.
     graveyard: Graveyard<Arc<FileMeta>>,
     /// Running tasks.
@@ -216,12 +219,17 @@ struct Output {
 }
 
 impl DbInner {
-    /// What the picker knows of each family, minus those a manual compaction waits for.
-    fn policies(sv: &SuperVersion, skip: &BTreeSet<FamilyId>) -> Vec<FamilyPolicy> {
+    /// What the picker knows of each family, minus those a manual compaction waits for or
+    /// an ingestion holds.
+    fn policies(
+        sv: &SuperVersion,
+        skip: &BTreeSet<FamilyId>,
+        held: &BTreeSet<FamilyId>,
+    ) -> Vec<FamilyPolicy> {
         let mut v: Vec<FamilyPolicy> = sv
             .families
             .iter()
-            .filter(|(id, _)| !skip.contains(id))
+            .filter(|(id, _)| !skip.contains(id) && !held.contains(id))
             .map(|(&family, d)| FamilyPolicy {
                 family,
                 ttl: d.ttl,
@@ -243,7 +251,7 @@ impl DbInner {
                         return;
                     }
                     let sv = self.sv();
-                    let pols = Self::policies(&sv, &st.manual);
+                    let pols = Self::policies(&sv, &st.manual, &st.ingesting);
                     let mut t = picker::pick(
                         &sv.version,
                         &pols,
@@ -282,6 +290,10 @@ impl DbInner {
     fn pick_seek(&self, sv: &SuperVersion, st: &CompactState) -> Option<CompactionTask> {
         let mut hint = self.seek_hint.lock();
         let (family, file) = (*hint)?;
+        if st.ingesting.contains(&family) || st.manual.contains(&family) {
+            // Kept for when the family is free again.
+            return None;
+        }
         if !sv.families.contains_key(&family) {
             *hint = None;
             return None;
@@ -413,7 +425,7 @@ impl DbInner {
                     let levels = sv.version.levels(family);
                     let any_busy = levels
                         .is_some_and(|ls| ls.iter().flatten().any(|f| st.busy.contains(&f.number)));
-                    if !any_busy {
+                    if !any_busy && !st.ingesting.contains(&family) {
                         break picker::pick_major(
                             &sv.version,
                             family,
@@ -450,6 +462,47 @@ impl DbInner {
             r?;
         }
         Ok(())
+    }
+
+    /// Keep compaction away from `family` for an ingestion: marks it held, then waits until
+    /// none of its files is in a running task. One ingestion at a time holds a family; a
+    /// second waits for the first. Released (and the compaction threads woken) by
+    /// [`DbInner::release_ingest_hold`].
+    pub(super) fn hold_for_ingest(&self, family: FamilyId) -> Result<()> {
+        let mut st = self.compaction.lock();
+        while st.ingesting.contains(&family) {
+            if let Some(why) = self.poisoned.lock().clone() {
+                return Err(Error::Poisoned(why));
+            }
+            self.compaction_cv
+                .wait_for(&mut st, Duration::from_millis(100));
+        }
+        st.ingesting.insert(family);
+        loop {
+            if let Some(why) = self.poisoned.lock().clone() {
+                st.ingesting.remove(&family);
+                self.compaction_cv.notify_all();
+                return Err(Error::Poisoned(why));
+            }
+            let sv = self.sv();
+            let busy = sv
+                .version
+                .levels(family)
+                .is_some_and(|ls| ls.iter().flatten().any(|f| st.busy.contains(&f.number)));
+            drop(sv);
+            if !busy {
+                return Ok(());
+            }
+            self.compaction_cv
+                .wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+
+    /// End [`DbInner::hold_for_ingest`].
+    pub(super) fn release_ingest_hold(&self, family: FamilyId) {
+        let mut st = self.compaction.lock();
+        st.ingesting.remove(&family);
+        self.compaction_cv.notify_all();
     }
 
     /// Run one task to the end: outputs written and synced, the edit logged, the super-version
@@ -866,7 +919,7 @@ impl DbInner {
             self.check_poisoned()?;
             let mut st = self.compaction.lock();
             let sv = self.sv();
-            let pols = Self::policies(&sv, &BTreeSet::new());
+            let pols = Self::policies(&sv, &BTreeSet::new(), &st.ingesting);
             let due = picker::pick(
                 &sv.version,
                 &pols,
@@ -1030,6 +1083,17 @@ pub(super) fn report(s: &super::Stats) -> String {
         s.skipped_cells.total(),
         skipped.join(", ")
     );
+    if s.ingests > 0 {
+        let _ = writeln!(
+            o,
+            "Ingested: {} loads, {} files, {} cells, {:.1} MB; writes held {:.3} s",
+            s.ingests,
+            s.ingested_files,
+            s.ingested_cells,
+            mb(s.ingested_bytes),
+            s.ingest_held_micros as f64 / 1e6,
+        );
+    }
     let w = &s.wal;
     let _ = writeln!(
         o,

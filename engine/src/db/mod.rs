@@ -28,6 +28,7 @@ mod explain;
 mod flush;
 mod gate;
 mod graveyard;
+mod ingest;
 mod level_iter;
 mod mutation;
 mod options;
@@ -50,6 +51,7 @@ pub(crate) use checkpoint::file_crc;
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};
 pub use explain::{ExplainSource, ExplainedCell, Explanation, SourceDecision, SourceKind};
+pub use ingest::{IngestInfo, IngestedFile};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
@@ -108,6 +110,11 @@ struct Counters {
     scan_rows: AtomicU64,
     /// [`SkippedCells`], indexed by [`read::skip_index`].
     skipped: [AtomicU64; read::SKIP_CAUSES],
+    ingests: AtomicU64,
+    ingested_files: AtomicU64,
+    ingested_cells: AtomicU64,
+    ingested_bytes: AtomicU64,
+    ingest_held_micros: AtomicU64,
 }
 
 /// A snapshot of the database's counters.
@@ -152,6 +159,16 @@ pub struct Stats {
     pub scan_rows: u64,
     /// Cells Gets and scans examined and did not return, by cause.
     pub skipped_cells: SkippedCells,
+    /// Bulk loads done ([`Table::ingest`]).
+    pub ingests: u64,
+    /// HFiles bulk loads added.
+    pub ingested_files: u64,
+    /// Cells bulk loads added (duplicates dropped from their sources not counted).
+    pub ingested_cells: u64,
+    /// Bytes of the HFiles bulk loads wrote.
+    pub ingested_bytes: u64,
+    /// Time writes waited for bulk loads, in microseconds (SPEC.md §17.12).
+    pub ingest_held_micros: u64,
     /// Bytes in active memstores.
     pub memstore_active_bytes: u64,
     /// Bytes in frozen memstores waiting for flush.
@@ -900,6 +917,55 @@ impl Table {
         self.db.inner.get(&self.name, get)
     }
 
+    /// Bulk load: add the cells of HFiles written outside the database (with
+    /// [`cellar::format::HFileWriter`](crate::format::HFileWriter) or `cellar hfile build`)
+    /// to `family`, as one write: each file gets one new sequence number, in the order given,
+    /// and is visible whole at once; cells keep their timestamps, types and tags. Every file
+    /// is verified first and must name `family`; any error leaves the database unchanged.
+    /// The sources are read, never changed: the cells are rewritten into the family's own
+    /// files, which go to the deepest level they fit without overlapping newer data, so a
+    /// load into new rows costs no compaction. Writes wait while the files are rewritten
+    /// ([`IngestInfo::writes_held`]). SPEC.md §17.12 has the rules.
+    ///
+    /// ```
+    /// # fn main() -> cellar::Result<()> {
+    /// use cellar::format::{CellType, HFileWriter, KeyRef, WriterOptions};
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, TableDescriptor};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("load.hfile");
+    /// let mut w = HFileWriter::new(
+    ///     std::fs::File::create(&path).unwrap(),
+    ///     "load.hfile",
+    ///     WriterOptions::new("cf"),
+    /// )?;
+    /// for row in ["r1", "r2"] {
+    ///     let key = KeyRef {
+    ///         row: row.as_bytes(),
+    ///         family: b"cf",
+    ///         qualifier: b"q",
+    ///         timestamp: 7,
+    ///         type_code: CellType::Put as u8,
+    ///         seq: 0,
+    ///     };
+    ///     w.append(&key, b"loaded")?;
+    /// }
+    /// w.finish()?;
+    ///
+    /// let db = Db::open(dir.path().join("db"), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// let info = t.ingest("cf", &[&path])?;
+    /// assert_eq!((info.files[0].cells, info.files[0].level), (2, 6));
+    /// let row = t.get(&Get::new("r2"))?.unwrap();
+    /// assert_eq!(row.value("cf", "q"), Some(&b"loaded"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ingest<P: AsRef<Path>>(&self, family: &str, files: &[P]) -> Result<IngestInfo> {
+        let files: Vec<PathBuf> = files.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        self.db.inner.ingest(&self.name, family, &files)
+    }
+
     /// Take a Get apart: every source it considers (memstores, files by level) and why each
     /// file is read or skipped, every cell of the row found, each with the verdict of the
     /// Get's resolution (returned, masked — naming the marker —, beyond VERSIONS, expired,
@@ -1417,6 +1483,11 @@ impl DbInner {
                     versions: n(7),
                 }
             },
+            ingests: c.ingests.load(Ordering::Relaxed),
+            ingested_files: c.ingested_files.load(Ordering::Relaxed),
+            ingested_cells: c.ingested_cells.load(Ordering::Relaxed),
+            ingested_bytes: c.ingested_bytes.load(Ordering::Relaxed),
+            ingest_held_micros: c.ingest_held_micros.load(Ordering::Relaxed),
             memstore_active_bytes: active as u64,
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,

@@ -601,6 +601,22 @@ impl<W: BatchWriter> Shared<W> {
         }
     }
 
+    /// Take `n` consecutive seqs that no record will carry (a bulk load's, SPEC.md §17.12);
+    /// returns the first. The gap they leave in the log is legal: replay only needs seqs to
+    /// increase.
+    pub(crate) fn reserve(&self, n: u64) -> Result<u64> {
+        let mut s = lock(&self.state);
+        Self::poisoned(&s)?;
+        if s.closing {
+            return Err(Error::Closed);
+        }
+        let first = s.next_seq;
+        s.next_seq = first
+            .checked_add(n)
+            .ok_or_else(|| Error::InvalidArgument("sequence numbers exhausted".into()))?;
+        Ok(first)
+    }
+
     /// Check that the WAL takes a logged record, assign its seq and queue it.
     fn enqueue(s: &mut State, d: Durability, payload: Payload) -> Result<u64> {
         Self::poisoned(s)?;

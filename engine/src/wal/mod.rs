@@ -410,6 +410,12 @@ impl Wal {
         self.shared.append_applied(payload, d, apply)
     }
 
+    /// Reserve `n` consecutive seqs for data that reaches the database without a WAL record
+    /// (ingested files); returns the first. See `commit::Shared::reserve`.
+    pub(crate) fn reserve_seqs(&self, n: u64) -> Result<u64> {
+        self.shared.reserve(n)
+    }
+
     /// Make every record appended so far durable (as `FsyncWal` would have).
     pub fn sync(&self) -> Result<()> {
         self.shared.sync()

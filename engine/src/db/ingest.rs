@@ -1,0 +1,582 @@
+//! Bulk load: HFiles written outside the engine become part of a family (HBase's
+//! `BulkLoadHFiles`, RocksDB's `IngestExternalFile`). SPEC.md §17.12 states the rules; this
+//! module is their implementation.
+//!
+//! A bulk load is one write: each source file is given one fresh sequence number, as a write
+//! batch is, and becomes visible whole at once, in the order the files were given. Its cells
+//! keep their rows, columns, timestamps, types, values and tags; only their sequence numbers
+//! change. Duplicates within a file (cells equal but for the sequence number) keep the one
+//! with the highest: the file's later write, as `cellar hfile build` numbers them.
+//!
+//! The steps, and why they are in this order:
+//!
+//! 1. Every source is checked through the format verifier, its family named as the target
+//!    family, before anything changes: a bad file fails the load with nothing done.
+//! 2. Compaction is held off the family (`hold_for_ingest`): the placement below reads the
+//!    levels, and a task running meanwhile could write an output across the range later.
+//! 3. Memstore cells in the sources' rows are flushed first. They are older than the load; a
+//!    load placed below a later flush of them would break the rule that a level holds nothing
+//!    older than the levels under it in the same rows, and a bottommost compaction could then
+//!    drop a marker of the load whose masked puts still sit above.
+//! 4. Under the exclusive switch gate — no write between its WAL record and its memstore —
+//!    the load takes its sequence numbers from the WAL (`Wal::reserve_seqs`), so they are
+//!    newer than every write before and older than every write after. Snapshots taken
+//!    before the load sit below its numbers and never see it. The files are rewritten with
+//!    the new numbers into the family's directory with the family's block size, encoding,
+//!    compression and bloom filter (split at `target_file_size` between rows), synced, and
+//!    placed: each file goes to the deepest level whose rows it overlaps nowhere at or above
+//!    (L0 if memstore data in its rows arrived after the flush of step 3). One manifest edit
+//!    adds all the files and raises `last_seq` past the load; then the super-version is
+//!    swapped and the read point passes the load's numbers.
+//!
+//! Writes wait while step 4 runs: the rewrite is the price of keeping sequence numbers in the
+//! cells (the read path needs no per-file override). `Stats::ingest_held_micros` counts it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cellar_format::{HFileReader, KeyRef, ReaderOptions};
+
+use super::flush::{file_meta, NewHFile};
+use super::read::table_info;
+use super::sv::SuperVersion;
+use super::DbInner;
+use crate::error::{Error, Result};
+use crate::fs::FormatSource;
+use crate::manifest::{self, Levels, VersionEdit, NUM_LEVELS};
+use crate::memstore::MemStore;
+use crate::schema::{FamilyDescriptor, TableName};
+use crate::types::{FamilyId, FileMeta, FileNumber, SeqNo, LATEST_TIMESTAMP};
+
+/// What one source file became.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IngestedFile {
+    /// The file given.
+    pub source: PathBuf,
+    /// The sequence number every cell of it now carries.
+    pub seq: SeqNo,
+    /// The level its cells went to.
+    pub level: u32,
+    /// The numbers of the family's HFiles written from it (none for a file without cells).
+    pub files: Vec<FileNumber>,
+    /// Cells read from the source.
+    pub cells: u64,
+    /// Cells dropped as duplicates: equal to the one before but for the sequence number.
+    pub duplicates: u64,
+    /// Bytes of the HFiles written.
+    pub bytes: u64,
+}
+
+/// What [`Table::ingest`](crate::Table::ingest) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IngestInfo {
+    /// One entry per source, in the order given.
+    pub files: Vec<IngestedFile>,
+    /// How long writes to the database waited for the load (step 4 of the module docs).
+    pub writes_held: Duration,
+}
+
+/// A checked source.
+struct Source {
+    path: PathBuf,
+    reader: HFileReader<FormatSource>,
+    /// First and last row, `None` for a file without cells.
+    rows: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Releases the family's compaction hold however the load ends.
+struct Hold<'a> {
+    db: &'a DbInner,
+    family: FamilyId,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.db.release_ingest_hold(self.family);
+        self.db.kick_compaction();
+    }
+}
+
+/// Completes the load's reserved sequence numbers however the load ends: the read point
+/// moves in order, so numbers left open would hold every later write back. After a failure
+/// nothing carries them, and completing them shows nothing.
+struct Reserved<'a> {
+    db: &'a DbInner,
+    first: SeqNo,
+    n: u64,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        for s in self.first..self.first + self.n {
+            self.db.visibility.complete(s);
+        }
+    }
+}
+
+/// True when the inclusive row ranges meet.
+fn rows_meet(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// The row of an encoded key; an unparsable key (damaged metadata) counts as its own bytes.
+fn row_of(key: &[u8]) -> &[u8] {
+    KeyRef::parse(key).map_or(key, |k| k.row)
+}
+
+/// The level a load's file of rows `rows` goes to: the deepest level such that no file at it
+/// or above overlaps those rows (levels ≥ 1 stay sorted runs, and nothing older sits above
+/// the load); 0 when a memstore holds cells in those rows (`mem_overlap`).
+pub(crate) fn ingest_level(
+    levels: Option<&Levels>,
+    rows: (&[u8], &[u8]),
+    mem_overlap: bool,
+) -> u32 {
+    if mem_overlap {
+        return 0;
+    }
+    let mut target = 0u32;
+    for level in 0..NUM_LEVELS {
+        let hit = levels.and_then(|ls| ls.get(level)).is_some_and(|files| {
+            files
+                .iter()
+                .any(|f| rows_meet((row_of(&f.smallest), row_of(&f.largest)), rows))
+        });
+        if hit {
+            break;
+        }
+        target = level as u32;
+    }
+    target
+}
+
+/// True when `mem` holds a cell of a row in `rows`.
+fn mem_meets(mem: &MemStore, rows: (&[u8], &[u8])) -> bool {
+    let target = KeyRef::first_on_row(rows.0).encode();
+    mem.key_at_or_after(&target)
+        .is_some_and(|k| row_of(k) <= rows.1)
+}
+
+impl DbInner {
+    /// See [`Table::ingest`](crate::Table::ingest).
+    pub(super) fn ingest(
+        &self,
+        table: &TableName,
+        family: &str,
+        sources: &[PathBuf],
+    ) -> Result<IngestInfo> {
+        self.check_poisoned()?;
+        if sources.is_empty() {
+            return Err(Error::InvalidArgument("ingest: no files given".into()));
+        }
+        let (fid, desc) = {
+            let sv = self.sv();
+            let t = table_info(&sv, table)?;
+            let f = t.family(family).ok_or_else(|| Error::FamilyNotFound {
+                table: table.to_string(),
+                family: family.to_owned(),
+            })?;
+            (f.id, f.descriptor.clone())
+        };
+        let span = tracing::info_span!("ingest", table = %table, family, files = sources.len());
+        let _enter = span.enter();
+        let checked = sources
+            .iter()
+            .map(|p| self.check_source(p, &desc))
+            .collect::<Result<Vec<_>>>()?;
+        self.hold_for_ingest(fid)?;
+        let _hold = Hold {
+            db: self,
+            family: fid,
+        };
+        let any_in_mem = |sv: &SuperVersion| {
+            sv.mems.get(&fid).is_some_and(|m| {
+                std::iter::once(&m.active)
+                    .chain(m.frozen.iter())
+                    .any(|mem| {
+                        checked
+                            .iter()
+                            .filter_map(|s| s.rows.as_ref())
+                            .any(|(lo, hi)| mem_meets(mem, (lo.as_slice(), hi.as_slice())))
+                    })
+            })
+        };
+        if any_in_mem(&self.sv()) {
+            self.flush_and_wait()?;
+        }
+        self.check_poisoned()?;
+        let gate = self.switch.exclusive();
+        let held = Instant::now();
+        let r = self.ingest_locked(table, &checked, fid, &desc);
+        drop(gate);
+        let writes_held = held.elapsed();
+        self.counters
+            .ingest_held_micros
+            .fetch_add(writes_held.as_micros() as u64, Ordering::Relaxed);
+        let files = r?;
+        let written: u64 = files.iter().map(|f| f.bytes).sum();
+        let outputs: usize = files.iter().map(|f| f.files.len()).sum();
+        let cells: u64 = files.iter().map(|f| f.cells - f.duplicates).sum();
+        self.counters.ingests.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .ingested_files
+            .fetch_add(outputs as u64, Ordering::Relaxed);
+        self.counters
+            .ingested_bytes
+            .fetch_add(written, Ordering::Relaxed);
+        self.counters
+            .ingested_cells
+            .fetch_add(cells, Ordering::Relaxed);
+        self.update_pressure();
+        tracing::info!(
+            files = outputs,
+            bytes = written,
+            cells,
+            held_ms = writes_held.as_millis() as u64,
+            "ingested"
+        );
+        Ok(IngestInfo { files, writes_held })
+    }
+
+    /// Step 1: the file through the verifier, its family the target's.
+    fn check_source(&self, path: &Path, desc: &FamilyDescriptor) -> Result<Source> {
+        let file = self
+            .fs
+            .open(path)
+            .map_err(|e| Error::io(path, "opening a file to ingest", e))?;
+        let name = path.display().to_string();
+        let source = FormatSource(file);
+        let report = cellar_format::verify(&source, &name)?;
+        if let Some(p) = report.problems.first() {
+            return Err(Error::Corruption {
+                file: path.to_path_buf(),
+                offset: p.offset,
+                what: format!(
+                    "refusing to ingest a damaged HFile ({} problem(s)); first: {:?}: {}",
+                    report.problems.len(),
+                    p.region,
+                    p.what
+                ),
+            });
+        }
+        let reader = HFileReader::open_with(source, name, ReaderOptions::default())?;
+        let info = reader.info();
+        if info.family != desc.name.as_bytes() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: its cells are of family {:?}, not {:?}",
+                path.display(),
+                String::from_utf8_lossy(&info.family),
+                desc.name
+            )));
+        }
+        let rows = match (&info.first_key, &info.last_key) {
+            (Some(a), Some(b)) if info.entries > 0 => {
+                Some((row_of(a).to_vec(), row_of(b).to_vec()))
+            }
+            _ => None,
+        };
+        Ok(Source {
+            path: path.to_path_buf(),
+            reader,
+            rows,
+        })
+    }
+
+    /// Step 4, under the exclusive switch gate.
+    fn ingest_locked(
+        &self,
+        table: &TableName,
+        sources: &[Source],
+        family: FamilyId,
+        desc: &FamilyDescriptor,
+    ) -> Result<Vec<IngestedFile>> {
+        self.check_poisoned()?;
+        let n = sources.len() as u64;
+        let first = self.wal.reserve_seqs(n)?;
+        let reserved = Reserved { db: self, first, n };
+        let mut done: Vec<(IngestedFile, Vec<FileMeta>)> = Vec::new();
+        let remove_all = |done: &[(IngestedFile, Vec<FileMeta>)]| {
+            for m in done.iter().flat_map(|(_, ms)| ms) {
+                let _ = self
+                    .fs
+                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
+            }
+        };
+        for (i, s) in sources.iter().enumerate() {
+            match self.rewrite(s, family, desc, first + i as u64) {
+                Ok(d) => done.push(d),
+                Err(e) => {
+                    remove_all(&done);
+                    return Err(e);
+                }
+            }
+        }
+        let dir = manifest::family_dir(&self.dir, family);
+        for d in [dir.as_path(), &self.dir.join(manifest::DATA_DIR)] {
+            if let Err(e) = self.fs.sync_dir(d) {
+                remove_all(&done);
+                return Err(Error::io(
+                    d,
+                    "syncing a family directory after an ingest",
+                    e,
+                ));
+            }
+        }
+        crate::kill_point!("ingest.after_sync");
+        let sv = self.sv();
+        let mems: Vec<&Arc<MemStore>> = sv
+            .mems
+            .get(&family)
+            .map(|m| std::iter::once(&m.active).chain(m.frozen.iter()).collect())
+            .unwrap_or_default();
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        if state.family(family).is_none() {
+            drop(m);
+            remove_all(&done);
+            return Err(Error::FamilyNotFound {
+                table: table.to_string(),
+                family: desc.name.clone(),
+            });
+        }
+        // Placed one after another: a later file of the load is newer than an earlier one
+        // and must not go below it where their rows meet.
+        let mut levels: Levels = state
+            .current()
+            .levels(family)
+            .cloned()
+            .unwrap_or_else(|| vec![Vec::new(); NUM_LEVELS]);
+        let mut added = Vec::new();
+        for (f, metas) in &mut done {
+            let Some(rows) = sources
+                .iter()
+                .find(|s| s.path == f.source)
+                .and_then(|s| s.rows.as_ref())
+            else {
+                continue;
+            };
+            let rows = (rows.0.as_slice(), rows.1.as_slice());
+            let in_mem = mems.iter().any(|mem| mem_meets(mem, rows));
+            let level = ingest_level(Some(&levels), rows, in_mem);
+            f.level = level;
+            for meta in metas.iter_mut() {
+                meta.level = level;
+                if let Some(l) = levels.get_mut(level as usize) {
+                    l.push(Arc::new(meta.clone()));
+                }
+                added.push(meta.clone());
+            }
+        }
+        let edit = VersionEdit {
+            last_seq: Some((first + n - 1).max(state.last_seq())),
+            added_files: added,
+            ..VersionEdit::default()
+        };
+        if let Err(e) = man.log_and_apply(state, edit) {
+            let poison = man.poison_reason().cloned();
+            drop(m);
+            match poison {
+                // The edit may be on disk: the files stay for the next open to judge.
+                Some(p) => self.poison(p),
+                None => remove_all(&done),
+            }
+            return Err(e);
+        }
+        let next = SuperVersion::build(state, Some(&sv));
+        *self.sv.write() = Arc::new(next);
+        drop(m);
+        crate::kill_point!("ingest.after_manifest");
+        drop(reserved);
+        Ok(done.into_iter().map(|(f, _)| f).collect())
+    }
+
+    /// Rewrite one source with sequence number `seq`, split at the target file size between
+    /// rows; the files are synced and described, at level 0 until placed.
+    fn rewrite(
+        &self,
+        s: &Source,
+        family: FamilyId,
+        desc: &FamilyDescriptor,
+        seq: SeqNo,
+    ) -> Result<(IngestedFile, Vec<FileMeta>)> {
+        let mut out = IngestedFile {
+            source: s.path.clone(),
+            seq,
+            level: 0,
+            files: Vec::new(),
+            cells: 0,
+            duplicates: 0,
+            bytes: 0,
+        };
+        let mut metas: Vec<FileMeta> = Vec::new();
+        let mut cur: Option<(FileNumber, NewHFile)> = None;
+        let target = self.opts.compaction.target_file_size.max(1);
+        let mut prev_coords: Vec<u8> = Vec::new();
+        let mut last_row: Vec<u8> = Vec::new();
+        let corrupt = |what: String| Error::Corruption {
+            file: s.path.clone(),
+            offset: 0,
+            what,
+        };
+        let result = (|| -> Result<()> {
+            let mut it = s.reader.iter();
+            it.seek_to_first()?;
+            while it.valid() {
+                let raw = it.key();
+                let key = KeyRef::parse(raw).map_err(|m| corrupt(format!("cell key: {m}")))?;
+                out.cells += 1;
+                if key.timestamp == LATEST_TIMESTAMP {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: a cell of row {:?} has the LATEST timestamp ({}), which only a \
+                         write can resolve; give the file real timestamps",
+                        s.path.display(),
+                        String::from_utf8_lossy(key.row),
+                        LATEST_TIMESTAMP
+                    )));
+                }
+                // Everything but the trailing 8-byte sequence number (SPEC.md §3.1).
+                let coords = &raw[..raw.len() - 8];
+                if out.cells > 1 && coords == prev_coords.as_slice() {
+                    out.duplicates += 1;
+                    it.next()?;
+                    continue;
+                }
+                prev_coords.clear();
+                prev_coords.extend_from_slice(coords);
+                let new_row = last_row.as_slice() != key.row;
+                let full = cur
+                    .as_ref()
+                    .is_some_and(|(_, h)| h.writer.bytes_written() >= target);
+                if new_row && full {
+                    if let Some((number, h)) = cur.take() {
+                        metas.push(self.finish_ingested(h, number, family, seq)?);
+                    }
+                }
+                if cur.is_none() {
+                    let number = self.manifest.lock().1.allocate_file_number();
+                    cur = Some((number, self.create_hfile(family, number, desc, false)?));
+                }
+                if let Some((_, h)) = cur.as_mut() {
+                    let k = KeyRef { seq, ..key };
+                    h.writer.append_with_tags(&k, it.value(), it.tags())?;
+                }
+                if new_row {
+                    last_row.clear();
+                    last_row.extend_from_slice(key.row);
+                }
+                it.next()?;
+            }
+            if let Some((number, h)) = cur.take() {
+                metas.push(self.finish_ingested(h, number, family, seq)?);
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            if let Some((_, h)) = cur.take() {
+                drop(h.writer);
+                let _ = self.fs.remove(&h.path);
+            }
+            for m in &metas {
+                let _ = self
+                    .fs
+                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
+            }
+            return Err(e);
+        }
+        out.files = metas.iter().map(|m| m.number).collect();
+        out.bytes = metas.iter().map(|m| m.size).sum();
+        Ok((out, metas))
+    }
+
+    fn finish_ingested(
+        &self,
+        h: NewHFile,
+        number: FileNumber,
+        family: FamilyId,
+        seq: SeqNo,
+    ) -> Result<FileMeta> {
+        let NewHFile { path, file, writer } = h;
+        let (sink, summary) = match writer.finish() {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = self.fs.remove(&path);
+                return Err(e.into());
+            }
+        };
+        if let Err(e) = file.sync_data() {
+            let _ = self.fs.remove(&path);
+            return Err(Error::io(&path, "syncing an ingested HFile", e));
+        }
+        Ok(file_meta(number, family, 0, seq, &summary, sink.crc()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellar_format::cell::CellKey;
+
+    fn levels(files: &[(u32, &str, &str)]) -> Levels {
+        let mut ls: Levels = vec![Vec::new(); NUM_LEVELS];
+        for (i, &(level, lo, hi)) in files.iter().enumerate() {
+            ls[level as usize].push(Arc::new(FileMeta {
+                number: i as u64 + 1,
+                family: 1,
+                level,
+                size: 1,
+                smallest: CellKey::first_on_row(lo.as_bytes()).encode(),
+                largest: CellKey::first_on_row(hi.as_bytes()).encode(),
+                min_seq: 1,
+                max_seq: 1,
+                min_ts: 0,
+                max_ts: 0,
+                entries: 1,
+                deletes: 0,
+                created_ms: 0,
+                crc: None,
+            }));
+        }
+        ls
+    }
+
+    #[test]
+    fn a_load_goes_to_the_deepest_level_clear_above_it() {
+        let r = (b"m".as_slice(), b"p".as_slice());
+        assert_eq!(
+            ingest_level(None, r, false),
+            6,
+            "an empty family: the last level"
+        );
+        let ls = levels(&[(6, "a", "z")]);
+        assert_eq!(ingest_level(Some(&ls), r, false), 5);
+        let ls = levels(&[(6, "a", "c"), (6, "q", "z"), (3, "a", "l")]);
+        assert_eq!(ingest_level(Some(&ls), r, false), 6, "fits a gap of L6");
+        let ls = levels(&[(6, "a", "z"), (2, "o", "o")]);
+        assert_eq!(
+            ingest_level(Some(&ls), r, false),
+            1,
+            "above the first overlap"
+        );
+        let ls = levels(&[(6, "a", "z"), (0, "p", "q")]);
+        assert_eq!(
+            ingest_level(Some(&ls), r, false),
+            0,
+            "an L0 overlap keeps it in L0"
+        );
+        let ls = levels(&[(4, "p", "p")]);
+        assert_eq!(
+            ingest_level(Some(&ls), r, false),
+            3,
+            "rows meet at the bound"
+        );
+        assert_eq!(
+            ingest_level(Some(&levels(&[])), r, true),
+            0,
+            "memstore cells in its rows"
+        );
+    }
+}
