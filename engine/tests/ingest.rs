@@ -477,3 +477,59 @@ fn a_failed_write_during_a_load_removes_its_files_and_keeps_the_database_writabl
     t.ingest("cf", &[src]).unwrap();
     assert_eq!(contents(&db).1.len(), 501);
 }
+
+#[test]
+fn a_flush_frozen_before_a_load_installs_after_it() {
+    // A generation frozen before the load and flushed after it carries a smaller `last_seq`
+    // than the load's edit; its edit must not lower the manifest's (it did: the flush was
+    // refused and the database poisoned, found by `cellar ingest` after a recovery).
+    let ffs = FaultFs::new(SimFs::new());
+    let opts = || {
+        let mut o = Options {
+            fs: Arc::new(ffs.clone()),
+            ..Options::default()
+        };
+        o.compaction.threads = 0;
+        o
+    };
+    let db = Db::open(Path::new("/db"), opts()).unwrap();
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("cf"))
+            .family(FamilyDescriptor::new("other")),
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    t.put(Put::new("x").add_at("other", "q", 1, "v")).unwrap();
+    db.flush().unwrap();
+    let other_dir = ffs
+        .list(Path::new("/db/data"))
+        .unwrap()
+        .into_iter()
+        .find(|d| !ffs.list(&Path::new("/db/data").join(d)).unwrap().is_empty())
+        .unwrap();
+    t.put(Put::new("y").add_at("other", "q", 2, "w")).unwrap();
+    // The flush of `other` fails for lack of space and stays frozen, retried every second.
+    let mut rule = Rule::on(OpKind::Create, Fault::NoSpace).path(&format!("/db/data/{other_dir}/"));
+    rule.persistent = true;
+    ffs.add_rule(rule);
+    let e = db.flush().unwrap_err();
+    assert!(e.is_no_space(), "{e}");
+    let src = Path::new("/load.hfile");
+    let f = ffs.create(src).unwrap();
+    f.write_all_at(
+        &hfile_bytes("cf", &[Op::Put("r".into(), "q".into(), 3, "loaded".into())]),
+        0,
+    )
+    .unwrap();
+    drop(f);
+    t.ingest("cf", &[src]).unwrap();
+    ffs.clear_rules();
+    db.flush().unwrap();
+    assert!(db.poisoned().is_none(), "{:?}", db.poisoned());
+    drop(t);
+    db.close().unwrap();
+    let db = Db::open(Path::new("/db"), opts()).unwrap();
+    let t = db.table("t").unwrap();
+    assert_eq!(t.scan(Scan::new()).unwrap().count(), 3);
+}

@@ -602,3 +602,103 @@ fn find_shows_a_rows_cells_in_files_and_the_wal() {
     assert_eq!(v["wal"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(listing(&d.path().join("db")), before);
 }
+
+#[test]
+fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
+    let d = db();
+    let dir = d.path().join("db");
+    let tsv = "row011\tcf:q\t500\tPut\tloaded\nrow011\tcf:q\t500\tPut\tloaded-again\n\
+               zz1\tcf:r\t7\tPut\tfresh\nrow012\tcf:\t900\tDeleteFamily\t\n";
+    std::fs::write(d.path().join("load.tsv"), tsv).unwrap();
+    let built = cellar(
+        &[
+            "hfile",
+            "build",
+            "--family",
+            "cf",
+            "--out",
+            "load.hfile",
+            "load.tsv",
+        ],
+        d.path(),
+    );
+    assert_eq!(built.code, 0, "{}", built.stderr);
+
+    let r = cellar(
+        &["ingest", "db", "t", "cf", "load.hfile", "--format", "json"],
+        d.path(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = json(&r);
+    assert_eq!(doc["ok"], true);
+    let f = &doc["loaded"][0];
+    assert_eq!(
+        (f["cells"].as_u64(), f["duplicates"].as_u64()),
+        (Some(4), Some(1))
+    );
+    // The database's files hold rows 000..029: the load goes above them.
+    assert!(f["level"].as_u64().unwrap() < 6, "{doc}");
+    assert!(d.path().join("load.hfile").exists(), "the source is left");
+
+    let sh = cellar(
+        &[
+            "shell",
+            "--db",
+            "db",
+            "--format",
+            "json",
+            "-e",
+            "get 't', 'row011'; get 't', 'row012'; get 't', 'zz1'",
+        ],
+        d.path(),
+    );
+    assert_eq!(sh.code, 0, "{}", sh.stderr);
+    let lines: Vec<Value> = sh
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0]["cells"][0]["value"], "loaded-again",
+        "the later line wins"
+    );
+    assert_eq!(lines[0]["cells"][0]["timestamp"], 500);
+    assert_eq!(lines[1]["rows"], 0, "the loaded DeleteFamily masks the row");
+    assert_eq!(lines[2]["cells"][0]["value"], "fresh");
+
+    let text = cellar(&["ingest", "db", "t", "cf", "load.hfile"], d.path());
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.starts_with("Ingested 1 file(s) into t:cf"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("SOURCE"), "{}", text.stdout);
+
+    // Refusals: another family (exit 2), a damaged file (exit 1); nothing changes.
+    let before = listing(&dir);
+    let r = cellar(&["ingest", "db", "t", "meta", "load.hfile"], d.path());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not \"meta\""), "{}", r.stderr);
+    let mut bytes = std::fs::read(d.path().join("load.hfile")).unwrap();
+    bytes[40] ^= 0x01;
+    std::fs::write(d.path().join("bad.hfile"), bytes).unwrap();
+    let r = cellar(&["ingest", "db", "t", "cf", "bad.hfile"], d.path());
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refusing to ingest a damaged HFile"),
+        "{}",
+        r.stderr
+    );
+    let r = cellar(&["ingest", "db", "t", "cf"], d.path());
+    assert_eq!(r.code, 2, "no files: {}", r.stderr);
+    let after = listing(&dir);
+    let data = |l: &[(String, Vec<u8>)]| -> Vec<String> {
+        l.iter()
+            .filter(|(n, _)| n.ends_with(".hfile"))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    assert_eq!(data(&after), data(&before));
+    assert_eq!(cellar(&["verify", "db"], d.path()).code, 0);
+}

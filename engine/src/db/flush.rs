@@ -296,9 +296,11 @@ impl DbInner {
             flushed_seq.retain(|&(family, _)| state.family(family).is_some());
             let bytes: u64 = added.iter().map(|m| m.size).sum();
             let files = added.len() as u64;
+            // A bulk load (db/ingest.rs) committed after this generation froze has raised
+            // `last_seq` past the generation's: the edit must not lower it.
             let edit = VersionEdit {
                 log_number: Some(gen.boundary),
-                last_seq: Some(gen.last_seq),
+                last_seq: Some(gen.last_seq.max(state.last_seq())),
                 flushed_seq,
                 added_files: added,
                 ..VersionEdit::default()

@@ -1,5 +1,5 @@
 //! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile`; the
-//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `checkpoint`, `backup`;
+//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `ingest`, `checkpoint`, `backup`;
 //! `shell`; `bench`; `reliability-report`), each a thin layer over `cellar_tools`. The hidden
 //! `child` is the process the report's SIGKILL cycles kill (`cellar_tools::crash`).
 
@@ -18,6 +18,7 @@ use cellar_tools::db::backup::BackupArgs;
 use cellar_tools::db::checkpoint::CheckpointArgs;
 use cellar_tools::db::compact::CompactArgs;
 use cellar_tools::db::find::FindArgs;
+use cellar_tools::db::ingest::IngestArgs;
 use cellar_tools::db::levels::LevelsArgs;
 use cellar_tools::db::manifest_dump::ManifestDumpArgs;
 use cellar_tools::db::verify::DbVerifyArgs;
@@ -58,6 +59,9 @@ enum Command {
     Verify(DbVerifyArgs),
     /// Open a database and run its due compactions, or a major compaction.
     Compact(CompactArgs),
+    /// Open a database and bulk load HFiles into a family (each file verified first, one write
+    /// each, placed at the deepest level it fits; the sources are left as they are).
+    Ingest(IngestArgs),
     /// Open a database and make an online checkpoint of it in a new directory (HFiles
     /// hard-linked, WAL tail copied), which opens as a database of its own.
     Checkpoint(CheckpointArgs),
@@ -108,6 +112,7 @@ fn main() {
         Command::Find(a) => cellar_tools::db::find::run(a, out),
         Command::Verify(a) => cellar_tools::db::verify::run(a, out),
         Command::Compact(a) => cellar_tools::db::compact::run(a, out),
+        Command::Ingest(a) => cellar_tools::db::ingest::run(a, out),
         Command::Checkpoint(a) => cellar_tools::db::checkpoint::run(a, out),
         Command::Backup(a) => cellar_tools::db::backup::run(a, out),
         Command::Bench(a) => cellar_tools::bench::run(a, out),

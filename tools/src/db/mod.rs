@@ -1,9 +1,9 @@
 //! Database tools, the `ldb` of Cellar: `cellar levels`, `manifest-dump`, `wal-dump`, `find`,
-//! `verify`, `compact`, `checkpoint` and `backup`.
+//! `verify`, `compact`, `ingest`, `checkpoint` and `backup`.
 //!
 //! The others read the directory through `cellar::inspect`, which never writes and takes no
 //! lock: they work on a database another process has open, and on a damaged one (which is when
-//! an operator needs them). `compact`, `checkpoint` and `backup create` open the database like
+//! an operator needs them). `compact`, `ingest`, `checkpoint` and `backup create` open the database like
 //! any embedder; the other `backup` commands read and write only the backup root.
 //!
 //! Output: human text by default, `--format json` for one JSON document on stdout. Exit codes
@@ -13,6 +13,7 @@ pub mod backup;
 pub mod checkpoint;
 pub mod compact;
 pub mod find;
+pub mod ingest;
 pub mod levels;
 pub mod manifest_dump;
 pub mod verify;
