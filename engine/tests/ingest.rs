@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cellar::format::cell::compare_keys;
 use cellar::format::{CellType, HFileWriter, KeyRef, WriterOptions};
-use cellar::fs::{Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
+use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
 use cellar::{
     Db, Delete, Error, FamilyDescriptor, Get, Options, Put, Scan, Stats, TableDescriptor,
 };
@@ -532,4 +532,87 @@ fn a_flush_frozen_before_a_load_installs_after_it() {
     let db = Db::open(Path::new("/db"), opts()).unwrap();
     let t = db.table("t").unwrap();
     assert_eq!(t.scan(Scan::new()).unwrap().count(), 3);
+}
+
+#[test]
+fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
+    let sim_opts = |fs: &FaultFs<SimFs>| {
+        let mut o = Options {
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        };
+        o.compaction.threads = 0;
+        o
+    };
+    let load: Vec<Op> = (0..400)
+        .map(|i| {
+            Op::Put(
+                format!("r{:03}", i % 250),
+                "q".into(),
+                2 + i / 250,
+                format!("l{i}"),
+            )
+        })
+        .collect();
+    let run = |nth: Option<u64>, policy: CrashPolicy, seed: u64| {
+        let sim = SimFs::new();
+        let ffs = FaultFs::new(sim.clone());
+        let db = Db::open(Path::new("/db"), sim_opts(&ffs)).unwrap();
+        db.create_table(schema()).unwrap();
+        let t = db.table("t").unwrap();
+        for i in 0..100 {
+            t.put(Put::new(format!("r{:03}", i * 3)).add_at("cf", "q", 1, "old"))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        let before = contents(&db);
+        let src = Path::new("/src/load.hfile");
+        ffs.create_dir_all(Path::new("/src")).unwrap();
+        let f = ffs.create(src).unwrap();
+        f.write_all_at(&hfile_bytes("cf", &load), 0).unwrap();
+        drop(f);
+        let rule = Rule::any_op(Fault::Eio).path("/db/");
+        let base = ffs.count_matching(&rule);
+        if let Some(n) = nth {
+            ffs.add_rule(Rule::any_op(Fault::Eio).path("/db/").nth(n));
+        }
+        let done = t.ingest("cf", &[src]).is_ok();
+        let ops = ffs.count_matching(&rule) - base;
+        ffs.clear_rules();
+        let with_load = done.then(|| contents(&db));
+        let after = FaultFs::new(sim.crash(policy, seed));
+        drop(t);
+        drop(db);
+        let what = format!("fault at op {nth:?} of the load, {policy:?} seed {seed}, done {done}");
+        let db = Db::open(Path::new("/db"), sim_opts(&after)).unwrap();
+        let got = contents(&db);
+        match &with_load {
+            Some(w) => assert_eq!(&got, w, "{what}: an acknowledged load is lost"),
+            None => assert!(
+                got == before || got.1.len() == 250 + 100 - 84,
+                "{what}: neither before nor after: {} cells",
+                got.1.len()
+            ),
+        }
+        // Whatever survived, no file of a load the manifest does not list stays behind.
+        let on_disk = after
+            .list(Path::new("/db/data"))
+            .unwrap()
+            .into_iter()
+            .map(|d| after.list(&Path::new("/db/data").join(d)).unwrap().len() as u64)
+            .sum::<u64>();
+        assert_eq!(on_disk, db.stats().live_files, "{what}: orphan files");
+        (done, ops)
+    };
+    let (done, total) = run(None, CrashPolicy::DropAll, 0);
+    assert!(done && total > 5, "{total} operations");
+    for n in 1..=total {
+        for (policy, seed) in [
+            (CrashPolicy::DropAll, n),
+            (CrashPolicy::KeepRandomPrefix, n),
+        ] {
+            let (done, _) = run(Some(n), policy, seed);
+            assert!(!done, "the fault at op {n} of {total} did not surface");
+        }
+    }
 }

@@ -326,7 +326,6 @@ impl DbInner {
                 ));
             }
         }
-        crate::kill_point!("ingest.after_sync");
         let sv = self.sv();
         let mems: Vec<&Arc<MemStore>> = sv
             .mems
@@ -389,7 +388,6 @@ impl DbInner {
         let next = SuperVersion::build(state, Some(&sv));
         *self.sv.write() = Arc::new(next);
         drop(m);
-        crate::kill_point!("ingest.after_manifest");
         drop(reserved);
         Ok(done.into_iter().map(|(f, _)| f).collect())
     }
