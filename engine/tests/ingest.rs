@@ -616,3 +616,56 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
         }
     }
 }
+
+#[test]
+fn a_damaged_source_is_refused_or_loads_exactly_its_cells() {
+    // Every byte of an HFile is under a checksum. A load reads the trailer, the file info,
+    // the index and every data block, so damage there is refused; the source's bloom filter
+    // is not read (the load builds the family's own), so damage there loses nothing.
+    let tmp = tempfile::tempdir().unwrap();
+    let ops: Vec<Op> = (0..3000)
+        .map(|i| {
+            Op::Put(
+                format!("r{:04}", i / 3),
+                format!("q{}", i % 3),
+                1,
+                format!("v{i}"),
+            )
+        })
+        .collect();
+    let good = hfile_bytes("cf", &ops);
+    let want = {
+        let db = open(&tmp.path().join("want"));
+        let p = write_hfile(&tmp.path().join("good"), "cf", &ops);
+        db.table("t").unwrap().ingest("cf", &[p]).unwrap();
+        contents(&db)
+    };
+    let (mut refused, mut loaded) = (0, 0);
+    for (i, at) in (0..good.len())
+        .step_by(131)
+        .chain([good.len() - 1])
+        .enumerate()
+    {
+        let mut bytes = good.clone();
+        bytes[at] ^= 1 << (i % 8);
+        let path = tmp.path().join(format!("bad{i}"));
+        std::fs::write(&path, &bytes).unwrap();
+        let db = open(&tmp.path().join(format!("db{i}")));
+        match db.table("t").unwrap().ingest("cf", &[&path]) {
+            Ok(_) => {
+                loaded += 1;
+                assert_eq!(contents(&db), want, "byte {at}: loaded other cells");
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(matches!(e, Error::Corruption { .. }), "byte {at}: {e}");
+                assert!(contents(&db).0.is_empty(), "byte {at}");
+                assert_eq!(db.stats().live_files, 0, "byte {at}");
+            }
+        }
+    }
+    assert!(
+        refused > loaded && loaded > 0,
+        "refused {refused}, loaded {loaded}"
+    );
+}

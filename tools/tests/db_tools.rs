@@ -690,6 +690,21 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
         "{}",
         r.stderr
     );
+    assert!(
+        r.stderr.contains("hfile-verify lists them"),
+        "the verifier's pass: {}",
+        r.stderr
+    );
+    let r = cellar(
+        &["ingest", "db", "t", "cf", "bad.hfile", "--no-verify"],
+        d.path(),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refusing to ingest a damaged HFile"),
+        "{}",
+        r.stderr
+    );
     let r = cellar(&["ingest", "db", "t", "cf"], d.path());
     assert_eq!(r.code, 2, "no files: {}", r.stderr);
     let after = listing(&dir);

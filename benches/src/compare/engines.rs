@@ -48,6 +48,17 @@ pub trait Engine: Send + Sync {
     }
     /// Flush write buffers and wait for background compaction to go quiet (untimed).
     fn settle(&self) -> Result<()>;
+    /// Load `items` (ascending, distinct keys) through the engine's bulk path: an external file
+    /// written and ingested (Cellar's `Table::ingest`, RocksDB's `SstFileWriter` and
+    /// `IngestExternalFile`) or a sorted ingestion (fjall's `start_ingestion`); `scratch` is a
+    /// directory for the external file. `false` where the engine has no bulk path.
+    fn bulk_load(
+        &self,
+        _items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+        _scratch: &Path,
+    ) -> Result<bool> {
+        Ok(false)
+    }
     /// Records the engine's log has written and the fdatasyncs it issued, so far: how many
     /// writers' records an fsync carried. `None` where the engine does not tell.
     fn log_counters(&self) -> Option<(u64, u64)> {
@@ -96,6 +107,7 @@ const FAMILY: &str = "f";
 struct CellarEngine {
     db: cellar::Db,
     table: cellar::Table,
+    block_size: u32,
 }
 
 impl CellarEngine {
@@ -113,7 +125,11 @@ impl CellarEngine {
             ),
         )?;
         let table = db.table(TABLE)?;
-        Ok(CellarEngine { db, table })
+        Ok(CellarEngine {
+            db,
+            table,
+            block_size: cfg.cellar_block_size,
+        })
     }
 }
 
@@ -180,6 +196,40 @@ impl Engine for CellarEngine {
         let w = self.db.stats().wal;
         Some((w.records, w.syncs))
     }
+
+    fn bulk_load(
+        &self,
+        items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+        scratch: &Path,
+    ) -> Result<bool> {
+        use cellar::format::{CellType, HFileWriter, KeyRef, WriterOptions};
+        let path = scratch.join("load.hfile");
+        // The family's settings, as an operator building files for it would choose.
+        let mut o = WriterOptions::new(FAMILY);
+        o.compression = cellar::format::CompressionType::Lz4;
+        o.block_size = self.block_size as usize;
+        o.bloom.bloom_type = cellar::format::bloom::BloomType::Row;
+        let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
+        let mut w = HFileWriter::new(file, "load.hfile", o)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis() as u64;
+        for (k, v) in items {
+            let key = KeyRef {
+                row: &k,
+                family: FAMILY.as_bytes(),
+                qualifier: b"",
+                timestamp: now,
+                type_code: CellType::Put as u8,
+                seq: 0,
+            };
+            w.append(&key, &v)?;
+        }
+        let (file, _) = w.finish()?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        self.table.ingest(FAMILY, &[&path])?;
+        Ok(true)
+    }
 }
 
 #[cfg(feature = "peers")]
@@ -192,6 +242,8 @@ mod peers {
     /// Cellar's.
     pub struct Rocks {
         db: rocksdb::DB,
+        // The options the database was opened with, for `SstFileWriter`.
+        opts: rocksdb::Options,
         // Kept alive as long as the options that point at it.
         _cache: rocksdb::Cache,
     }
@@ -213,7 +265,11 @@ mod peers {
             // options (no bloom, cache or LZ4; readrandom fell from 170k to 66k).
             let cf = rocksdb::ColumnFamilyDescriptor::new("default", o.clone());
             let db = rocksdb::DB::open_cf_descriptors(&o, dir, [cf]).context("opening RocksDB")?;
-            Ok(Rocks { db, _cache: cache })
+            Ok(Rocks {
+                db,
+                opts: o,
+                _cache: cache,
+            })
         }
     }
 
@@ -265,6 +321,23 @@ mod peers {
             }
             it.status()?;
             Ok(read)
+        }
+
+        fn bulk_load(
+            &self,
+            items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+            scratch: &Path,
+        ) -> Result<bool> {
+            let path = scratch.join("load.sst");
+            let mut w = rocksdb::SstFileWriter::create(&self.opts);
+            w.open(&path)?;
+            for (k, v) in items {
+                w.put(&k, &v)?;
+            }
+            // Syncs the file (RocksDB's `SstFileWriter::Finish`).
+            w.finish()?;
+            self.db.ingest_external_file(vec![path])?;
+            Ok(true)
         }
 
         fn settle(&self) -> Result<()> {
@@ -337,6 +410,19 @@ mod peers {
                 read += 1;
             }
             Ok(read)
+        }
+
+        fn bulk_load(
+            &self,
+            items: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+            _scratch: &Path,
+        ) -> Result<bool> {
+            let mut ing = self.ks.start_ingestion()?;
+            for (k, v) in items {
+                ing.write(k, v)?;
+            }
+            ing.finish()?;
+            Ok(true)
         }
 
         fn settle(&self) -> Result<()> {

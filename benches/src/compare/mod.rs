@@ -12,7 +12,11 @@
 //! read every block). The B-tree (redb) instead loads the same set of keys untimed and runs
 //! the reads. Phase `sync`: `fillsync` (one writer, an fsync per put) and the same with 16
 //! writers (group commit), with the records each of Cellar's fdatasyncs carried in that run
-//! (`Engine::log_counters`).
+//! (`Engine::log_counters`). Phase `bulk` (not run by default): `bulkload`, `num` distinct keys
+//! in order through each engine's bulk path (`Engine::bulk_load`: an external file written and
+//! ingested, or a sorted ingestion), timed from the first key to the ingestion's return, then
+//! settled, with its write amplification and size on disk, and `bulk_readrandom` over the
+//! loaded keys.
 //!
 //! Write amplification is the child's `write_bytes` from /proc/self/io (bytes the process sent
 //! to storage, every file included) over the user bytes written; disk size is the directory's
@@ -64,7 +68,7 @@ pub struct CompareArgs {
     /// Engines, comma separated (default: every one built in).
     #[arg(long, value_delimiter = ',')]
     pub engines: Vec<String>,
-    /// Phases to run: main, sync.
+    /// Phases to run: main, sync, bulk.
     #[arg(long, value_delimiter = ',', default_value = "main,sync")]
     pub phases: Vec<String>,
     /// Keys per batched read of multireadrandom.
@@ -353,6 +357,43 @@ fn run_sync(a: &CompareArgs, engine: &dyn Engine) -> Result<Figures> {
     Ok(f)
 }
 
+/// Phase `bulk` of one engine: see the module docs. No figures for an engine without a bulk
+/// path.
+fn run_bulk(a: &CompareArgs, engine: &dyn Engine, dir: &Path, base: &Path) -> Result<Figures> {
+    let keys = Keys::new(a.key_size);
+    let values = Values::new(a.value_size, a.seed);
+    let mut vrng = Rng::new(a.seed ^ 0xb01c);
+    let mut f = Figures::new();
+    let scratch = base.join("scratch");
+    std::fs::create_dir_all(&scratch)?;
+    let entry = (a.key_size + a.value_size) as u64;
+    let wb0 = write_bytes();
+    let start = Instant::now();
+    let mut items = (0..a.num).map(|n| {
+        let mut k = Vec::new();
+        keys.fill(n, &mut k);
+        (k, values.get(&mut vrng).to_vec())
+    });
+    if !engine.bulk_load(&mut items, &scratch)? {
+        return Ok(f);
+    }
+    f.insert(
+        "bulkload".into(),
+        a.num as f64 / start.elapsed().as_secs_f64().max(1e-9),
+    );
+    engine.settle()?;
+    let wb = write_bytes().saturating_sub(wb0);
+    f.insert("bulk_write_amp".into(), wb as f64 / (a.num * entry) as f64);
+    // The external file is the loader's, not the database's.
+    std::fs::remove_dir_all(&scratch)?;
+    f.insert("bulk_disk_bytes".into(), disk_bytes(dir) as f64);
+    let present = vec![true; a.num as usize];
+    let mut rng = Rng::new(a.seed ^ 0x7ead);
+    let ops = read_random(a, engine, &keys, &present, &mut rng)?;
+    f.insert("bulk_readrandom".into(), ops);
+    Ok(f)
+}
+
 /// Peak resident set (VmHWM) of this process, bytes.
 fn peak_rss() -> u64 {
     cellar_tools::bench::peak_rss()
@@ -370,6 +411,7 @@ pub fn child(a: &CompareArgs, engine: &str, phase: &str) -> Result<()> {
     let mut f = match phase {
         "main" => run_main(a, &*e, &dir)?,
         "sync" => run_sync(a, &*e)?,
+        "bulk" => run_bulk(a, &*e, &dir, tmp.path())?,
         other => bail!("unknown phase {other:?}"),
     };
     drop(e);
@@ -462,7 +504,7 @@ fn plain(v: f64) -> String {
     format!("{v:.2}")
 }
 
-const ROWS: [Row; 15] = [
+const ROWS: [Row; 19] = [
     Row {
         key: "fillrandom",
         label: "fillrandom ops/s",
@@ -555,6 +597,30 @@ const ROWS: [Row; 15] = [
         higher_is_better: false,
         show: mib,
     },
+    Row {
+        key: "bulkload",
+        label: "bulkload keys/s (sorted, bulk path)",
+        higher_is_better: true,
+        show: ops,
+    },
+    Row {
+        key: "bulk_write_amp",
+        label: "bulkload write amplification",
+        higher_is_better: false,
+        show: plain,
+    },
+    Row {
+        key: "bulk_disk_bytes",
+        label: "bulkload size on disk",
+        higher_is_better: false,
+        show: mib,
+    },
+    Row {
+        key: "bulk_readrandom",
+        label: "readrandom ops/s after bulkload",
+        higher_is_better: true,
+        show: ops,
+    },
 ];
 
 /// Run the comparison and print it.
@@ -577,8 +643,8 @@ pub fn run(a: &CompareArgs) -> Result<i32> {
     for phase in &a.phases {
         for round in 0..a.rounds {
             for e in &engines {
-                // The B-tree has no write workloads to run in the sync phase.
-                if phase == "sync" && e == "redb" {
+                // The B-tree has no write workloads to run in the sync phase, and no bulk path.
+                if (phase == "sync" || phase == "bulk") && e == "redb" {
                     continue;
                 }
                 eprintln!("round {}/{}: {e} {phase}", round + 1, a.rounds);
@@ -595,7 +661,7 @@ pub fn run(a: &CompareArgs) -> Result<i32> {
                 let s = samples.entry(e.clone()).or_default();
                 for (k, v) in f {
                     // The sync phase's RSS is not the one reported.
-                    if phase == "sync" && k == "peak_rss" {
+                    if phase != "main" && k == "peak_rss" {
                         continue;
                     }
                     s.entry(k).or_default().push(v);

@@ -10,8 +10,11 @@
 //!
 //! The steps, and why they are in this order:
 //!
-//! 1. Every source is checked through the format verifier, its family named as the target
-//!    family, before anything changes: a bad file fails the load with nothing done.
+//! 1. Every source is opened (trailer, file info, root index checked) and must name the target
+//!    family. The cells are checked as step 4 reads them — every block's checksum, every key
+//!    well formed, of the family and above the one before, the count the file info gives — and
+//!    any failure there also ends the load with nothing done. (A separate pass of the format
+//!    verifier first cost a fifth of a load's time: 0.32 s of 1.49 s for 2M cells.)
 //! 2. Compaction is held off the family (`hold_for_ingest`): the placement below reads the
 //!    levels, and a task running meanwhile could write an output across the range later.
 //! 3. Memstore cells in the sources' rows are flushed first. They are older than the load; a
@@ -37,6 +40,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cellar_format::cell::compare_keys;
 use cellar_format::{HFileReader, KeyRef, ReaderOptions};
 
 use super::flush::{file_meta, NewHFile};
@@ -115,6 +119,24 @@ impl Drop for Reserved<'_> {
         for s in self.first..self.first + self.n {
             self.db.visibility.complete(s);
         }
+    }
+}
+
+/// The error of a source that is not a sound HFile.
+fn damaged(path: &Path, offset: u64, what: &str) -> Error {
+    Error::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        what: format!("refusing to ingest a damaged HFile: {what}"),
+    }
+}
+
+/// A format error reading a source: damage as [`damaged`], anything else (I/O) as it is.
+fn source_error(path: &Path, e: cellar_format::Error) -> Error {
+    if e.is_corruption() {
+        damaged(path, 0, &e.to_string())
+    } else {
+        e.into()
     }
 }
 
@@ -242,28 +264,15 @@ impl DbInner {
         Ok(IngestInfo { files, writes_held })
     }
 
-    /// Step 1: the file through the verifier, its family the target's.
+    /// Step 1: the file opens, its family the target's.
     fn check_source(&self, path: &Path, desc: &FamilyDescriptor) -> Result<Source> {
         let file = self
             .fs
             .open(path)
             .map_err(|e| Error::io(path, "opening a file to ingest", e))?;
         let name = path.display().to_string();
-        let source = FormatSource(file);
-        let report = cellar_format::verify(&source, &name)?;
-        if let Some(p) = report.problems.first() {
-            return Err(Error::Corruption {
-                file: path.to_path_buf(),
-                offset: p.offset,
-                what: format!(
-                    "refusing to ingest a damaged HFile ({} problem(s)); first: {:?}: {}",
-                    report.problems.len(),
-                    p.region,
-                    p.what
-                ),
-            });
-        }
-        let reader = HFileReader::open_with(source, name, ReaderOptions::default())?;
+        let reader = HFileReader::open_with(FormatSource(file), name, ReaderOptions::default())
+            .map_err(|e| source_error(path, e))?;
         let info = reader.info();
         if info.family != desc.name.as_bytes() {
             return Err(Error::InvalidArgument(format!(
@@ -413,20 +422,29 @@ impl DbInner {
         let mut metas: Vec<FileMeta> = Vec::new();
         let mut cur: Option<(FileNumber, NewHFile)> = None;
         let target = self.opts.compaction.target_file_size.max(1);
-        let mut prev_coords: Vec<u8> = Vec::new();
+        let mut prev: Vec<u8> = Vec::new();
         let mut last_row: Vec<u8> = Vec::new();
-        let corrupt = |what: String| Error::Corruption {
-            file: s.path.clone(),
-            offset: 0,
-            what,
-        };
+        let corrupt = |what: String| damaged(&s.path, 0, &what);
+        let entries = s.reader.info().entries;
         let result = (|| -> Result<()> {
             let mut it = s.reader.iter();
-            it.seek_to_first()?;
+            let read_err = |e: cellar_format::Error| source_error(&s.path, e);
+            it.seek_to_first().map_err(read_err)?;
             while it.valid() {
                 let raw = it.key();
                 let key = KeyRef::parse(raw).map_err(|m| corrupt(format!("cell key: {m}")))?;
+                let n = out.cells;
                 out.cells += 1;
+                cellar_format::cell::validate_key(&key)
+                    .map_err(|m| corrupt(format!("cell {n}: {m}")))?;
+                if key.family != desc.name.as_bytes() {
+                    return Err(corrupt(format!(
+                        "cell {n} is of another family than the file"
+                    )));
+                }
+                if n > 0 && compare_keys(&prev, raw) != std::cmp::Ordering::Less {
+                    return Err(corrupt(format!("cell {n} is not above the one before")));
+                }
                 if key.timestamp == LATEST_TIMESTAMP {
                     return Err(Error::InvalidArgument(format!(
                         "{}: a cell of row {:?} has the LATEST timestamp ({}), which only a \
@@ -437,14 +455,15 @@ impl DbInner {
                     )));
                 }
                 // Everything but the trailing 8-byte sequence number (SPEC.md §3.1).
-                let coords = &raw[..raw.len() - 8];
-                if out.cells > 1 && coords == prev_coords.as_slice() {
+                let coords = ..raw.len() - 8;
+                let duplicate = n > 0 && prev.get(coords) == raw.get(coords);
+                prev.clear();
+                prev.extend_from_slice(raw);
+                if duplicate {
                     out.duplicates += 1;
-                    it.next()?;
+                    it.next().map_err(read_err)?;
                     continue;
                 }
-                prev_coords.clear();
-                prev_coords.extend_from_slice(coords);
                 let new_row = last_row.as_slice() != key.row;
                 let full = cur
                     .as_ref()
@@ -466,7 +485,13 @@ impl DbInner {
                     last_row.clear();
                     last_row.extend_from_slice(key.row);
                 }
-                it.next()?;
+                it.next().map_err(read_err)?;
+            }
+            if out.cells != entries {
+                return Err(corrupt(format!(
+                    "{} cells read, the file info gives {entries}",
+                    out.cells
+                )));
             }
             if let Some((number, h)) = cur.take() {
                 metas.push(self.finish_ingested(h, number, family, seq)?);

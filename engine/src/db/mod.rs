@@ -920,8 +920,9 @@ impl Table {
     /// Bulk load: add the cells of HFiles written outside the database (with
     /// [`cellar::format::HFileWriter`](crate::format::HFileWriter) or `cellar hfile build`)
     /// to `family`, as one write: each file gets one new sequence number, in the order given,
-    /// and is visible whole at once; cells keep their timestamps, types and tags. Every file
-    /// is verified first and must name `family`; any error leaves the database unchanged.
+    /// and is visible whole at once; cells keep their timestamps, types and tags. Each file
+    /// must name `family`; its blocks' checksums, keys and cell count are checked as it is
+    /// read, and any error leaves the database unchanged.
     /// The sources are read, never changed: the cells are rewritten into the family's own
     /// files, which go to the deepest level they fit without overlapping newer data, so a
     /// load into new rows costs no compaction. Writes wait while the files are rewritten
