@@ -74,6 +74,12 @@ impl Op {
 /// The bytes of an HFile of family `family` holding `ops`, a later op numbered higher (as
 /// `cellar hfile build` numbers lines), so equal cells keep the later one.
 fn hfile_bytes(family: &str, ops: &[Op]) -> Vec<u8> {
+    hfile_bytes_from(family, ops, 1)
+}
+
+/// As [`hfile_bytes`], the first op numbered `first` (0: every cell at seq 0, as a loader
+/// that leaves numbering to the database writes them; the cells must then differ).
+fn hfile_bytes_from(family: &str, ops: &[Op], first: u64) -> Vec<u8> {
     let mut keyed: Vec<(Vec<u8>, Vec<u8>)> = ops
         .iter()
         .enumerate()
@@ -85,7 +91,7 @@ fn hfile_bytes(family: &str, ops: &[Op]) -> Vec<u8> {
                 qualifier: q.as_bytes(),
                 timestamp: ts,
                 type_code: ty as u8,
-                seq: i as u64 + 1,
+                seq: if first == 0 { 0 } else { first + i as u64 },
             };
             (key.encode(), v.as_bytes().to_vec())
         })
@@ -152,20 +158,28 @@ fn files_at(stats: &Stats) -> Vec<u64> {
 
 #[test]
 fn a_load_reads_as_the_same_writes_through_the_api() {
-    for seed in 0..6u64 {
+    for seed in 0..12u64 {
+        // Seeds 6..10: the load's rows hold nothing and its sequence numbers (1..=200) are
+        // below the read point after 250 writes, so it is loaded as it is (SPEC.md §17.12
+        // rule 6). Seeds 10..: as low numbers, but in rows holding data: rewritten.
+        let apart = (6..10).contains(&seed);
+        let low = seed >= 6;
         let mut rng = StdRng::seed_from_u64(seed);
-        let before: Vec<Op> = (0..120).map(|i| Op::random(&mut rng, 0..30, i)).collect();
+        let before: Vec<Op> = (0..if low { 250 } else { 120 })
+            .map(|i| Op::random(&mut rng, 0..30, i))
+            .collect();
+        let rows = if apart { 40..70 } else { 10..40 };
         let load: Vec<Op> = (0..200)
-            .map(|i| Op::random(&mut rng, 10..40, 1000 + i))
+            .map(|i| Op::random(&mut rng, rows.clone(), 1000 + i))
             .collect();
         let after: Vec<Op> = (0..60)
-            .map(|i| Op::random(&mut rng, 0..40, 2000 + i))
+            .map(|i| Op::random(&mut rng, 0..70, 2000 + i))
             .collect();
         let tmp = tempfile::tempdir().unwrap();
         let file = write_hfile(&tmp.path().join("load.hfile"), "cf", &load);
 
         let a = open(&tmp.path().join("a"));
-        let (flushed, in_mem) = before.split_at(80);
+        let (flushed, in_mem) = before.split_at(if low { 220 } else { 80 });
         flushed.iter().for_each(|op| op.apply(&a));
         a.flush().unwrap();
         // Half the seeds leave memstore cells in the load's rows: the load flushes them first.
@@ -175,7 +189,13 @@ fn a_load_reads_as_the_same_writes_through_the_api() {
         let info = a.table("t").unwrap().ingest("cf", &[&file]).unwrap();
         let f = &info.files[0];
         assert_eq!(f.cells, load.len() as u64);
-        assert!(f.duplicates > 0, "seed {seed}: the load repeats cells");
+        assert_eq!(f.as_is, apart, "seed {seed}");
+        // Loaded as it is, repeated cells stay, told apart by their sequence numbers.
+        assert_eq!(
+            f.duplicates > 0,
+            !apart,
+            "seed {seed}: the load repeats cells"
+        );
         if seed % 2 == 1 {
             in_mem.iter().for_each(|op| op.apply(&a));
         }
@@ -331,7 +351,23 @@ fn older_snapshots_miss_a_load_and_later_writes_win_after_reopen() {
     assert_eq!(value(Get::new("r1").at(&snap)), Some(b"written".to_vec()));
     // Same coordinates: the newer write wins, and the load is newer.
     assert_eq!(value(Get::new("r1")), Some(b"loaded".to_vec()));
+    // Rows holding nothing, cells at seq 0: copied as it is only with no snapshot live, as
+    // such cells read as old writes a snapshot would see appear.
+    let fresh = |name: &str, row: &str| {
+        let p = tmp.path().join(name);
+        let op = Op::Put(row.into(), "q".into(), 5, "fresh".into());
+        std::fs::write(&p, hfile_bytes_from("cf", &[op], 0)).unwrap();
+        p
+    };
+    let info = t.ingest("cf", &[fresh("x", "x1")]).unwrap();
+    assert!(!info.files[0].as_is, "a snapshot is live");
+    assert!(t.get(&Get::new("x1").at(&snap)).unwrap().is_none());
+    assert_eq!(value(Get::new("x1")), Some(b"fresh".to_vec()));
     drop(snap);
+    let info = t.ingest("cf", &[fresh("y", "y1")]).unwrap();
+    assert!(info.files[0].as_is);
+    assert_eq!((info.files[0].seq, info.files[0].level), (0, 6));
+    assert_eq!(value(Get::new("y1")), Some(b"fresh".to_vec()));
     drop(t);
     db.close().unwrap();
 
@@ -536,6 +572,13 @@ fn a_flush_frozen_before_a_load_installs_after_it() {
 
 #[test]
 fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
+    // Into rows holding data: rewritten. Into rows holding none, at seq 0: copied as it is.
+    for as_is in [false, true] {
+        power_loss_during_a_load(as_is);
+    }
+}
+
+fn power_loss_during_a_load(as_is: bool) {
     let sim_opts = |fs: &FaultFs<SimFs>| {
         let mut o = Options {
             fs: Arc::new(fs.clone()),
@@ -547,7 +590,7 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
     let load: Vec<Op> = (0..400)
         .map(|i| {
             Op::Put(
-                format!("r{:03}", i % 250),
+                format!("{}{:03}", if as_is { "s" } else { "r" }, i % 250),
                 "q".into(),
                 2 + i / 250,
                 format!("l{i}"),
@@ -569,14 +612,19 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
         let src = Path::new("/src/load.hfile");
         ffs.create_dir_all(Path::new("/src")).unwrap();
         let f = ffs.create(src).unwrap();
-        f.write_all_at(&hfile_bytes("cf", &load), 0).unwrap();
+        f.write_all_at(&hfile_bytes_from("cf", &load, u64::from(!as_is)), 0)
+            .unwrap();
         drop(f);
         let rule = Rule::any_op(Fault::Eio).path("/db/");
         let base = ffs.count_matching(&rule);
         if let Some(n) = nth {
             ffs.add_rule(Rule::any_op(Fault::Eio).path("/db/").nth(n));
         }
-        let done = t.ingest("cf", &[src]).is_ok();
+        let r = t.ingest("cf", &[src]);
+        if nth.is_none() {
+            assert_eq!(r.as_ref().unwrap().files[0].as_is, as_is);
+        }
+        let done = r.is_ok();
         let ops = ffs.count_matching(&rule) - base;
         ffs.clear_rules();
         let with_load = done.then(|| contents(&db));
@@ -589,7 +637,7 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
         match &with_load {
             Some(w) => assert_eq!(&got, w, "{what}: an acknowledged load is lost"),
             None => assert!(
-                got == before || got.1.len() == 250 + 100 - 84,
+                got == before || got.1.len() == if as_is { 350 } else { 250 + 100 - 84 },
                 "{what}: neither before nor after: {} cells",
                 got.1.len()
             ),
@@ -619,9 +667,10 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
 
 #[test]
 fn a_damaged_source_is_refused_or_loads_exactly_its_cells() {
-    // Every byte of an HFile is under a checksum. A load reads the trailer, the file info,
-    // the index and every data block, so damage there is refused; the source's bloom filter
-    // is not read (the load builds the family's own), so damage there loses nothing.
+    // Every byte of an HFile is under a checksum. A rewritten load reads the trailer, the
+    // file info, the index and every data block, so damage there is refused; the source's
+    // bloom filter is not read (the load builds the family's own), so damage there loses
+    // nothing. A load copied as it is goes through the whole verifier: all damage is refused.
     let tmp = tempfile::tempdir().unwrap();
     let ops: Vec<Op> = (0..3000)
         .map(|i| {
@@ -633,11 +682,20 @@ fn a_damaged_source_is_refused_or_loads_exactly_its_cells() {
             )
         })
         .collect();
-    let good = hfile_bytes("cf", &ops);
+    // Numbered from 1 the load is rewritten; at seq 0 into an empty family, copied as it is.
+    for first in [1, 0] {
+        damaged_loads(tmp.path(), &ops, first);
+    }
+}
+
+fn damaged_loads(tmp: &Path, ops: &[Op], first: u64) {
+    let good = hfile_bytes_from("cf", ops, first);
     let want = {
-        let db = open(&tmp.path().join("want"));
-        let p = write_hfile(&tmp.path().join("good"), "cf", &ops);
-        db.table("t").unwrap().ingest("cf", &[p]).unwrap();
+        let db = open(&tmp.join(format!("want{first}")));
+        let p = tmp.join(format!("good{first}"));
+        std::fs::write(&p, &good).unwrap();
+        let info = db.table("t").unwrap().ingest("cf", &[p]).unwrap();
+        assert_eq!(info.files[0].as_is, first == 0);
         contents(&db)
     };
     let (mut refused, mut loaded) = (0, 0);
@@ -648,9 +706,9 @@ fn a_damaged_source_is_refused_or_loads_exactly_its_cells() {
     {
         let mut bytes = good.clone();
         bytes[at] ^= 1 << (i % 8);
-        let path = tmp.path().join(format!("bad{i}"));
+        let path = tmp.join(format!("bad{first}-{i}"));
         std::fs::write(&path, &bytes).unwrap();
-        let db = open(&tmp.path().join(format!("db{i}")));
+        let db = open(&tmp.join(format!("db{first}-{i}")));
         match db.table("t").unwrap().ingest("cf", &[&path]) {
             Ok(_) => {
                 loaded += 1;
@@ -663,9 +721,22 @@ fn a_damaged_source_is_refused_or_loads_exactly_its_cells() {
                 assert_eq!(db.stats().live_files, 0, "byte {at}");
             }
         }
+        let hfiles: usize = std::fs::read_dir(tmp.join(format!("db{first}-{i}")).join("data"))
+            .unwrap()
+            .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+            .sum();
+        assert_eq!(
+            hfiles as u64,
+            db.stats().live_files,
+            "byte {at}: files left"
+        );
     }
-    assert!(
-        refused > loaded && loaded > 0,
-        "refused {refused}, loaded {loaded}"
-    );
+    if first == 0 {
+        assert_eq!(loaded, 0, "the verifier reads every byte");
+    } else {
+        assert!(
+            refused > loaded && loaded > 0,
+            "refused {refused}, loaded {loaded}"
+        );
+    }
 }
