@@ -636,6 +636,7 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
         (f["cells"].as_u64(), f["duplicates"].as_u64()),
         (Some(4), Some(1))
     );
+    assert_eq!(f["as_is"], false, "rows holding data: rewritten");
     // The database's files hold rows 000..029: the load goes above them.
     assert!(f["level"].as_u64().unwrap() < 6, "{doc}");
     assert!(d.path().join("load.hfile").exists(), "the source is left");

@@ -51,6 +51,8 @@ struct FileJson {
     cells: u64,
     duplicates: u64,
     bytes: u64,
+    /// Copied as it is (its rows held nothing) rather than rewritten.
+    as_is: bool,
 }
 
 /// The `--format json` document.
@@ -76,6 +78,7 @@ fn text(doc: &IngestDoc) -> String {
     let mut t = Table::new(
         &[
             "SOURCE",
+            "HOW",
             "SEQ",
             "LEVEL",
             "FILES",
@@ -84,6 +87,7 @@ fn text(doc: &IngestDoc) -> String {
             "BYTES",
         ],
         &[
+            Align::Left,
             Align::Left,
             Align::Right,
             Align::Right,
@@ -97,7 +101,12 @@ fn text(doc: &IngestDoc) -> String {
         let files: Vec<String> = f.files.iter().map(u64::to_string).collect();
         t.row(vec![
             f.source.clone(),
-            f.seq.to_string(),
+            if f.as_is { "as is" } else { "rewritten" }.into(),
+            if f.as_is {
+                "own".into()
+            } else {
+                f.seq.to_string()
+            },
             format!("L{}", f.level),
             if files.is_empty() {
                 "-".into()
@@ -156,6 +165,7 @@ pub fn run<W: Write>(args: &IngestArgs, mut out: W) -> Result<i32> {
                 cells: f.cells,
                 duplicates: f.duplicates,
                 bytes: f.bytes,
+                as_is: f.as_is,
             })
             .collect(),
     };
