@@ -105,10 +105,10 @@ pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     Append, BackupFile, BackupInfo, Backups, CheckAndMutate, CheckpointInfo, CompactionStats, Db,
-    Delete, ExplainSource, ExplainedCell, Explanation, Increment, IngestInfo, IngestedFile,
-    LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RecoveryReport, RowMutations,
-    ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table, WriteBatch,
-    WriteOptions,
+    Delete, ExplainSource, ExplainedCell, Explanation, Increment, IngestInfo, IngestOptions,
+    IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RecoveryReport,
+    RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table,
+    WriteBatch, WriteOptions,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -740,3 +740,62 @@ fn damaged_loads(tmp: &Path, ops: &[Op], first: u64) {
         );
     }
 }
+
+#[test]
+fn moved_sources_are_taken_over_only_by_a_load_that_lands() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = open(&dir);
+    let t = db.table("t").unwrap();
+    t.put(Put::new("a1").add_at("cf", "q", 1, "written"))
+        .unwrap();
+    let moved = cellar::IngestOptions::default().move_files(true);
+    let file = |name: &str, row: &str, first: u64| {
+        let p = tmp.path().join(name);
+        let op = Op::Put(row.into(), "q".into(), 5, name.into());
+        std::fs::write(&p, hfile_bytes_from("cf", &[op], first)).unwrap();
+        p
+    };
+    // Rows holding nothing: hard-linked, then the source's name goes.
+    let src = file("fresh", "z1", 0);
+    let ino = std::fs::metadata(&src).unwrap().ino();
+    let info = t.ingest_with("cf", &[&src], moved).unwrap();
+    assert!(info.files[0].as_is);
+    assert!(!src.exists(), "the source is taken over");
+    let number = info.files[0].files[0];
+    let stored = std::fs::read_dir(dir.join("data"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join(format!("{number:06}.hfile")))
+        .find(|p| p.exists())
+        .unwrap();
+    let m = std::fs::metadata(&stored).unwrap();
+    assert_eq!((m.ino(), m.nlink()), (ino, 1), "linked, not copied");
+    // Rows holding data: rewritten, and the source's name goes too.
+    let src = file("over", "a1", 0);
+    let info = t.ingest_with("cf", &[&src], moved).unwrap();
+    assert!(!info.files[0].as_is);
+    assert!(!src.exists());
+    // A refused load takes nothing.
+    let src = file("other", "b1", 0);
+    let e = db
+        .table("t")
+        .unwrap()
+        .ingest_with("nope", &[&src], moved)
+        .unwrap_err();
+    assert!(matches!(e, Error::FamilyNotFound { .. }), "{e}");
+    assert!(src.exists());
+    let got = |row: &str| {
+        t.get(&Get::new(row))
+            .unwrap()
+            .unwrap()
+            .value("cf", "q")
+            .map(<[u8]>::to_vec)
+    };
+    assert_eq!(got("z1"), Some(b"fresh".to_vec()));
+    assert_eq!(got("a1"), Some(b"over".to_vec()), "ts 5 over ts 1");
+    drop(t);
+    db.close().unwrap();
+    let db = open(&dir);
+    assert_eq!(contents(&db).1.len(), 2);
+}

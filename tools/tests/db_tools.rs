@@ -675,6 +675,16 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
         text.stdout
     );
     assert!(text.stdout.contains("SOURCE"), "{}", text.stdout);
+    std::fs::copy(d.path().join("load.hfile"), d.path().join("given.hfile")).unwrap();
+    let r = cellar(
+        &["ingest", "db", "t", "cf", "given.hfile", "--move"],
+        d.path(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !d.path().join("given.hfile").exists(),
+        "--move takes the file over"
+    );
 
     // Refusals: another family (exit 2), a damaged file (exit 1); nothing changes.
     let before = listing(&dir);

@@ -227,7 +227,9 @@ impl Engine for CellarEngine {
         }
         let (file, _) = w.finish()?;
         file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        self.table.ingest(FAMILY, &[&path])?;
+        // The file is the loader's to give away, as RocksDB's adapter moves its SST.
+        let moved = cellar::IngestOptions::default().move_files(true);
+        self.table.ingest_with(FAMILY, &[&path], moved)?;
         Ok(true)
     }
 }
@@ -336,7 +338,9 @@ mod peers {
             }
             // Syncs the file (RocksDB's `SstFileWriter::Finish`).
             w.finish()?;
-            self.db.ingest_external_file(vec![path])?;
+            let mut o = rocksdb::IngestExternalFileOptions::default();
+            o.set_move_files(true);
+            self.db.ingest_external_file_opts(&o, vec![path])?;
             Ok(true)
         }
 

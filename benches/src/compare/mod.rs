@@ -14,7 +14,8 @@
 //! writers (group commit), with the records each of Cellar's fdatasyncs carried in that run
 //! (`Engine::log_counters`). Phase `bulk` (not run by default): `bulkload`, `num` distinct keys
 //! in order through each engine's bulk path (`Engine::bulk_load`: an external file written and
-//! ingested, or a sorted ingestion), timed from the first key to the ingestion's return, then
+//! ingested, moved rather than copied for both Cellar and RocksDB, or a sorted ingestion),
+//! timed from the first key to the ingestion's return, then
 //! settled, with its write amplification and size on disk, and `bulk_readrandom` over the
 //! loaded keys.
 //!

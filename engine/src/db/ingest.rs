@@ -64,6 +64,25 @@ use crate::memstore::MemStore;
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{FamilyId, FileMeta, FileNumber, SeqNo, LATEST_TIMESTAMP};
 
+/// How [`Table::ingest_with`](crate::Table::ingest_with) treats its sources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IngestOptions {
+    /// Take the sources over (RocksDB's `move_files`): a source loaded as it is becomes the
+    /// family's file by a hard link instead of a copy (a copy where the file system cannot
+    /// link it), and every source's name is removed once the load is installed. Default:
+    /// sources are only read.
+    pub move_files: bool,
+}
+
+impl IngestOptions {
+    /// Set [`IngestOptions::move_files`].
+    pub fn move_files(mut self, yes: bool) -> Self {
+        self.move_files = yes;
+        self
+    }
+}
+
 /// What one source file became.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -203,6 +222,7 @@ impl DbInner {
         table: &TableName,
         family: &str,
         sources: &[PathBuf],
+        opts: IngestOptions,
     ) -> Result<IngestInfo> {
         self.check_poisoned()?;
         if sources.is_empty() {
@@ -245,7 +265,7 @@ impl DbInner {
         }
         self.check_poisoned()?;
         let copied = if self.fits_as_is(&checked, fid, &self.sv()) {
-            self.copy_as_is(&checked, fid)?
+            self.copy_as_is(&checked, fid, opts.move_files)?
         } else {
             Vec::new()
         };
@@ -262,6 +282,13 @@ impl DbInner {
             .ingest_held_micros
             .fetch_add(writes_held.as_micros() as u64, Ordering::Relaxed);
         let files = r?;
+        if opts.move_files {
+            for s in sources {
+                if let Err(e) = self.fs.remove(s) {
+                    tracing::warn!(file = %s.display(), error = %e, "could not remove an ingested source");
+                }
+            }
+        }
         let written: u64 = files.iter().map(|f| f.bytes).sum();
         let outputs: usize = files.iter().map(|f| f.files.len()).sum();
         let cells: u64 = files.iter().map(|f| f.cells - f.duplicates).sum();
@@ -327,7 +354,12 @@ impl DbInner {
     /// Copy each source with cells into the family's directory as it is, synced, and run the
     /// whole format verifier over the copy (the cells are not read otherwise). Writes go on
     /// meanwhile. Returns the copies, described for the last level.
-    fn copy_as_is(&self, sources: &[Source], family: FamilyId) -> Result<Vec<(usize, FileMeta)>> {
+    fn copy_as_is(
+        &self,
+        sources: &[Source],
+        family: FamilyId,
+        link: bool,
+    ) -> Result<Vec<(usize, FileMeta)>> {
         let dir = manifest::family_dir(&self.dir, family);
         self.fs
             .create_dir_all(&dir)
@@ -364,7 +396,13 @@ impl DbInner {
                 created_ms: info.created_at_ms,
                 crc: None,
             };
-            let copied = super::checkpoint::copy_file(&*self.fs, &s.path, &path).and_then(|c| {
+            let linked = link && self.fs.hard_link(&s.path, &path).is_ok();
+            let copy = if linked {
+                super::checkpoint::file_crc(&*self.fs, &path)
+            } else {
+                super::checkpoint::copy_file(&*self.fs, &s.path, &path)
+            };
+            let copied = copy.and_then(|c| {
                 let file = self
                     .fs
                     .open(&path)

@@ -51,7 +51,7 @@ pub(crate) use checkpoint::file_crc;
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};
 pub use explain::{ExplainSource, ExplainedCell, Explanation, SourceDecision, SourceKind};
-pub use ingest::{IngestInfo, IngestedFile};
+pub use ingest::{IngestInfo, IngestOptions, IngestedFile};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
@@ -963,8 +963,19 @@ impl Table {
     /// # }
     /// ```
     pub fn ingest<P: AsRef<Path>>(&self, family: &str, files: &[P]) -> Result<IngestInfo> {
+        self.ingest_with(family, files, IngestOptions::default())
+    }
+
+    /// [`Table::ingest`] with options: [`IngestOptions::move_files`] takes the sources over
+    /// (hard-linked where they are loaded as they are, their names removed after the load).
+    pub fn ingest_with<P: AsRef<Path>>(
+        &self,
+        family: &str,
+        files: &[P],
+        opts: IngestOptions,
+    ) -> Result<IngestInfo> {
         let files: Vec<PathBuf> = files.iter().map(|p| p.as_ref().to_path_buf()).collect();
-        self.db.inner.ingest(&self.name, family, &files)
+        self.db.inner.ingest(&self.name, family, &files, opts)
     }
 
     /// Take a Get apart: every source it considers (memstores, files by level) and why each

@@ -40,6 +40,10 @@ pub struct IngestArgs {
     /// reads).
     #[arg(long)]
     pub no_verify: bool,
+    /// Take the files over (RocksDB's `move_files`): hard-linked where they are loaded as they
+    /// are, and removed once the load is installed. Without it they are only read.
+    #[arg(long = "move")]
+    pub move_files: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -147,7 +151,10 @@ pub fn run<W: Write>(args: &IngestArgs, mut out: W) -> Result<i32> {
         }
     }
     let db = open_existing(dir)?;
-    let info = db.table(&args.table)?.ingest(&args.family, &args.files)?;
+    let opts = cellar::IngestOptions::default().move_files(args.move_files);
+    let info = db
+        .table(&args.table)?
+        .ingest_with(&args.family, &args.files, opts)?;
     let doc = IngestDoc {
         ok: true,
         dir: dir.display().to_string(),
