@@ -496,7 +496,11 @@ impl DbInner {
                 family: String::new(),
             });
         }
+        // Their seqs are at or below the read point, so already within what the WAL or the
+        // manifest accounts for; recorded anyway, so that no later open can give them out.
+        let max_seq = copied.iter().map(|(_, f)| f.max_seq).max().unwrap_or(0);
         let edit = VersionEdit {
+            last_seq: Some(state.last_seq().max(max_seq)),
             added_files: copied.iter().map(|(_, f)| f.clone()).collect(),
             ..VersionEdit::default()
         };
