@@ -109,6 +109,16 @@ fn write_hfile(path: &Path, family: &str, ops: &[Op]) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Options of a database on `fs`, a simulated file system; compactions only when asked.
+fn sim_options(fs: &FaultFs<SimFs>) -> Options {
+    let mut o = Options {
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    o.compaction.threads = 0;
+    o
+}
+
 fn schema() -> TableDescriptor {
     // Enough versions that no flush or compaction purges one: the answers then do not
     // depend on when files were written (SPEC.md §20.2).
@@ -453,14 +463,7 @@ fn bad_inputs_are_refused_with_nothing_changed() {
 #[test]
 fn a_failed_write_during_a_load_removes_its_files_and_keeps_the_database_writable() {
     let ffs = FaultFs::new(SimFs::new());
-    let opts = || {
-        let mut o = Options {
-            fs: Arc::new(ffs.clone()),
-            ..Options::default()
-        };
-        o.compaction.threads = 0;
-        o
-    };
+    let opts = || sim_options(&ffs);
     let db = Db::open(Path::new("/db"), opts()).unwrap();
     db.create_table(schema()).unwrap();
     let t = db.table("t").unwrap();
@@ -520,14 +523,7 @@ fn a_flush_frozen_before_a_load_installs_after_it() {
     // than the load's edit; its edit must not lower the manifest's (it did: the flush was
     // refused and the database poisoned, found by `cellar ingest` after a recovery).
     let ffs = FaultFs::new(SimFs::new());
-    let opts = || {
-        let mut o = Options {
-            fs: Arc::new(ffs.clone()),
-            ..Options::default()
-        };
-        o.compaction.threads = 0;
-        o
-    };
+    let opts = || sim_options(&ffs);
     let db = Db::open(Path::new("/db"), opts()).unwrap();
     db.create_table(
         TableDescriptor::new("t")
@@ -579,14 +575,7 @@ fn a_power_loss_during_or_after_a_load_leaves_all_of_it_or_none() {
 }
 
 fn power_loss_during_a_load(as_is: bool) {
-    let sim_opts = |fs: &FaultFs<SimFs>| {
-        let mut o = Options {
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        };
-        o.compaction.threads = 0;
-        o
-    };
+    let sim_opts = sim_options;
     let load: Vec<Op> = (0..400)
         .map(|i| {
             Op::Put(

@@ -365,13 +365,7 @@ impl DbInner {
             .create_dir_all(&dir)
             .map_err(|e| Error::io(&dir, "creating a family directory", e))?;
         let mut out: Vec<(usize, FileMeta)> = Vec::new();
-        let remove = |out: &[(usize, FileMeta)]| {
-            for (_, m) in out {
-                let _ = self
-                    .fs
-                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
-            }
-        };
+        let remove = |out: &[(usize, FileMeta)]| self.remove_files(out.iter().map(|(_, m)| m));
         for (i, s) in sources.iter().enumerate() {
             if s.rows.is_none() {
                 continue;
@@ -465,13 +459,8 @@ impl DbInner {
         if copied.is_empty() {
             return Ok(None);
         }
-        let remove = |copied: &[(usize, FileMeta)]| {
-            for (_, m) in copied {
-                let _ = self
-                    .fs
-                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
-            }
-        };
+        let remove =
+            |copied: &[(usize, FileMeta)]| self.remove_files(copied.iter().map(|(_, m)| m));
         self.check_poisoned().inspect_err(|_| remove(&copied))?;
         let sv = self.sv();
         if !self.fits_as_is(sources, family, &sv) {
@@ -486,35 +475,12 @@ impl DbInner {
             remove(&copied);
             return Ok(None);
         }
-        let mut m = self.manifest.lock();
-        let (man, state) = &mut *m;
-        if state.family(family).is_none() {
-            drop(m);
-            remove(&copied);
-            return Err(Error::FamilyNotFound {
-                table: table.to_string(),
-                family: String::new(),
-            });
-        }
+
         // Their seqs are at or below the read point, so already within what the WAL or the
         // manifest accounts for; recorded anyway, so that no later open can give them out.
-        let max_seq = copied.iter().map(|(_, f)| f.max_seq).max().unwrap_or(0);
-        let edit = VersionEdit {
-            last_seq: Some(state.last_seq().max(max_seq)),
-            added_files: copied.iter().map(|(_, f)| f.clone()).collect(),
-            ..VersionEdit::default()
-        };
-        if let Err(e) = man.log_and_apply(state, edit) {
-            let poison = man.poison_reason().cloned();
-            drop(m);
-            match poison {
-                Some(p) => self.poison(p),
-                None => remove(&copied),
-            }
-            return Err(e);
-        }
-        *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&sv)));
-        drop(m);
+        let files: Vec<FileMeta> = copied.iter().map(|(_, f)| f.clone()).collect();
+        let max_seq = files.iter().map(|f| f.max_seq).max().unwrap_or(0);
+        self.log_load(table, family, &sv, files, max_seq)?;
         drop(snapshots);
         Ok(Some(
             sources
@@ -582,11 +548,7 @@ impl DbInner {
         let reserved = Reserved { db: self, first, n };
         let mut done: Vec<(IngestedFile, Vec<FileMeta>)> = Vec::new();
         let remove_all = |done: &[(IngestedFile, Vec<FileMeta>)]| {
-            for m in done.iter().flat_map(|(_, ms)| ms) {
-                let _ = self
-                    .fs
-                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
-            }
+            self.remove_files(done.iter().flat_map(|(_, ms)| ms))
         };
         for (i, s) in sources.iter().enumerate() {
             match self.rewrite(s, family, desc, first + i as u64) {
@@ -614,19 +576,13 @@ impl DbInner {
             .get(&family)
             .map(|m| std::iter::once(&m.active).chain(m.frozen.iter()).collect())
             .unwrap_or_default();
-        let mut m = self.manifest.lock();
-        let (man, state) = &mut *m;
-        if state.family(family).is_none() {
-            drop(m);
-            remove_all(&done);
-            return Err(Error::FamilyNotFound {
-                table: table.to_string(),
-                family: desc.name.clone(),
-            });
-        }
+
         // Placed one after another: a later file of the load is newer than an earlier one
         // and must not go below it where their rows meet.
-        let mut levels: Levels = state
+        let mut levels: Levels = self
+            .manifest
+            .lock()
+            .1
             .current()
             .levels(family)
             .cloned()
@@ -652,26 +608,58 @@ impl DbInner {
                 added.push(meta.clone());
             }
         }
+        self.log_load(table, family, &sv, added, first + n - 1)?;
+        drop(reserved);
+        Ok(done.into_iter().map(|(f, _)| f).collect())
+    }
+
+    /// Log the edit adding a load's `files` (raising `last_seq` to `last_seq` if below) and
+    /// swap in a super-version with them. If the family is gone or the edit fails, the files
+    /// are removed — unless the manifest is poisoned: the edit may be on disk then, and the
+    /// files stay for the next open to judge (the database is poisoned).
+    fn log_load(
+        &self,
+        table: &TableName,
+        family: FamilyId,
+        sv: &SuperVersion,
+        files: Vec<FileMeta>,
+        last_seq: SeqNo,
+    ) -> Result<()> {
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        if state.family(family).is_none() {
+            drop(m);
+            self.remove_files(&files);
+            return Err(Error::FamilyNotFound {
+                table: table.to_string(),
+                family: format!("(id {family}, dropped during the load)"),
+            });
+        }
         let edit = VersionEdit {
-            last_seq: Some((first + n - 1).max(state.last_seq())),
-            added_files: added,
+            last_seq: Some(last_seq.max(state.last_seq())),
+            added_files: files.clone(),
             ..VersionEdit::default()
         };
         if let Err(e) = man.log_and_apply(state, edit) {
             let poison = man.poison_reason().cloned();
             drop(m);
             match poison {
-                // The edit may be on disk: the files stay for the next open to judge.
                 Some(p) => self.poison(p),
-                None => remove_all(&done),
+                None => self.remove_files(&files),
             }
             return Err(e);
         }
-        let next = SuperVersion::build(state, Some(&sv));
-        *self.sv.write() = Arc::new(next);
-        drop(m);
-        drop(reserved);
-        Ok(done.into_iter().map(|(f, _)| f).collect())
+        *self.sv.write() = Arc::new(SuperVersion::build(state, Some(sv)));
+        Ok(())
+    }
+
+    /// Delete the family files `files` names (a load's, not yet or never installed).
+    fn remove_files<'a>(&self, files: impl IntoIterator<Item = &'a FileMeta>) {
+        for m in files {
+            let _ = self
+                .fs
+                .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
+        }
     }
 
     /// Rewrite one source with sequence number `seq`, split at the target file size between
@@ -777,11 +765,7 @@ impl DbInner {
                 drop(h.writer);
                 let _ = self.fs.remove(&h.path);
             }
-            for m in &metas {
-                let _ = self
-                    .fs
-                    .remove(&manifest::hfile_path(&self.dir, m.family, m.number));
-            }
+            self.remove_files(&metas);
             return Err(e);
         }
         out.files = metas.iter().map(|m| m.number).collect();
