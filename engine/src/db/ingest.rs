@@ -2,8 +2,9 @@
 //! `BulkLoadHFiles`, RocksDB's `IngestExternalFile`). SPEC.md §17.12 states the rules; this
 //! module is their implementation.
 //!
-//! A bulk load is one write: each source file is given one fresh sequence number, as a write
-//! batch is, and becomes visible whole at once, in the order the files were given. Its cells
+//! A bulk load is one write: unless it is loaded as it is (the last paragraph), each source
+//! file is given one fresh sequence number, as a write batch is, and becomes visible whole at
+//! once, in the order the files were given. Its cells
 //! keep their rows, columns, timestamps, types, values and tags; only their sequence numbers
 //! change. Duplicates within a file (cells equal but for the sequence number) keep the one
 //! with the highest: the file's later write, as `cellar hfile build` numbers them.
@@ -40,7 +41,8 @@
 //! not meet each other, every cell's sequence number is at or below the read point and no
 //! snapshot is live, the cells may keep their own numbers — they read as writes made long ago,
 //! which nothing newer in their rows contradicts. Each source is then copied whole into the
-//! family's directory and checked by the whole format verifier while writes go on, and only
+//! family's directory (hard-linked with `move_files`) and checked by the whole format verifier
+//! while writes go on, and only
 //! the manifest edit waits under the gate (which checks the conditions again; if a write or a
 //! snapshot came meanwhile, the copies are removed and the load is rewritten). Such files go to
 //! the last level. Measured on 2M sorted cells: see benches/RESULTS.md, session 46.
