@@ -675,6 +675,46 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
         text.stdout
     );
     assert!(text.stdout.contains("SOURCE"), "{}", text.stdout);
+    // Built at seq 0 into rows holding nothing: loaded as it is, the last duplicate line kept.
+    let fresh = "new1\tcf:q\t5\tPut\tfirst\nnew1\tcf:q\t5\tPut\tlast\nnew2\tcf:q\t5\tPut\tx\n";
+    std::fs::write(d.path().join("fresh.tsv"), fresh).unwrap();
+    let built = cellar(
+        &[
+            "hfile",
+            "build",
+            "--family",
+            "cf",
+            "--out",
+            "fresh.hfile",
+            "--seq-zero",
+            "fresh.tsv",
+        ],
+        d.path(),
+    );
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    assert!(built.stdout.contains("2 (Put 2)"), "{}", built.stdout);
+    let r = cellar(
+        &["ingest", "db", "t", "cf", "fresh.hfile", "--format", "json"],
+        d.path(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = json(&r);
+    assert_eq!(doc["loaded"][0]["as_is"], true, "{doc}");
+    assert_eq!(doc["loaded"][0]["level"], 6, "{doc}");
+    let sh = cellar(
+        &[
+            "shell",
+            "--db",
+            "db",
+            "--format",
+            "json",
+            "-e",
+            "get 't', 'new1'",
+        ],
+        d.path(),
+    );
+    let line: Value = serde_json::from_str(sh.stdout.trim()).unwrap();
+    assert_eq!(line["cells"][0]["value"], "last");
     std::fs::copy(d.path().join("load.hfile"), d.path().join("given.hfile")).unwrap();
     let r = cellar(
         &["ingest", "db", "t", "cf", "given.hfile", "--move"],

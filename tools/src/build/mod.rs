@@ -60,6 +60,12 @@ pub struct BuildArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Write every cell at sequence number 0, keeping only the last line of cells with equal
+    /// coordinates: a file `cellar ingest` can load as it is into rows that hold nothing (no
+    /// rewrite, writes not held; SPEC.md §17.12 rule 6). Without it each cell carries its
+    /// line number, so a later duplicate wins inside the file, and a load rewrites it.
+    #[arg(long)]
+    pub seq_zero: bool,
     /// Creation time recorded in file info, for reproducible files (tests).
     #[arg(long, hide = true)]
     pub created_at_ms: Option<u64>,
@@ -189,8 +195,19 @@ pub fn run<W: Write>(args: &BuildArgs, mut out: W) -> Result<i32> {
     let mut w = HFileWriter::new(BufWriter::with_capacity(1 << 20, file), &name, opts)?;
     let pb = progress::bar(cells, "writing", false);
     let mut written = 0u64;
+    // With --seq-zero: the coordinates (the key but its 8-byte seq, SPEC.md §3.1) of the cell
+    // written last. Equal coordinates sort newest line first, so the first one is kept.
+    let mut last: Option<Vec<u8>> = None;
     sorter.finish(|k, v| {
-        let key = KeyRef::parse(k).map_err(|m| ToolError::Usage(m.0))?;
+        let mut key = KeyRef::parse(k).map_err(|m| ToolError::Usage(m.0))?;
+        if args.seq_zero {
+            let coords = &k[..k.len() - 8];
+            if last.as_deref() == Some(coords) {
+                return Ok(());
+            }
+            last = Some(coords.to_vec());
+            key.seq = 0;
+        }
         w.append(&key, v)?;
         written += 1;
         if written % 8192 == 0 {
