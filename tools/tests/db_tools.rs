@@ -603,26 +603,38 @@ fn find_shows_a_rows_cells_in_files_and_the_wal() {
     assert_eq!(listing(&d.path().join("db")), before);
 }
 
+/// `cellar hfile build --family cf` of the TSV text `tsv` into `out` in `dir`, which must work.
+fn build_from_tsv(dir: &Path, tsv: &str, out: &str, extra: &[&str]) -> Run {
+    let input = format!("{out}.tsv");
+    std::fs::write(dir.join(&input), tsv).unwrap();
+    let mut args = vec!["hfile", "build", "--family", "cf", "--out", out];
+    args.extend_from_slice(extra);
+    args.push(&input);
+    let r = cellar(&args, dir);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r
+}
+
+/// The JSON lines of `cellar shell --db db --format json -e COMMANDS` run in `dir`.
+fn shell_json(dir: &Path, commands: &str) -> Vec<Value> {
+    let sh = cellar(
+        &["shell", "--db", "db", "--format", "json", "-e", commands],
+        dir,
+    );
+    assert_eq!(sh.code, 0, "{}", sh.stderr);
+    sh.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[test]
 fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
     let d = db();
     let dir = d.path().join("db");
     let tsv = "row011\tcf:q\t500\tPut\tloaded\nrow011\tcf:q\t500\tPut\tloaded-again\n\
                zz1\tcf:r\t7\tPut\tfresh\nrow012\tcf:\t900\tDeleteFamily\t\n";
-    std::fs::write(d.path().join("load.tsv"), tsv).unwrap();
-    let built = cellar(
-        &[
-            "hfile",
-            "build",
-            "--family",
-            "cf",
-            "--out",
-            "load.hfile",
-            "load.tsv",
-        ],
-        d.path(),
-    );
-    assert_eq!(built.code, 0, "{}", built.stderr);
+    build_from_tsv(d.path(), tsv, "load.hfile", &[]);
 
     let r = cellar(
         &["ingest", "db", "t", "cf", "load.hfile", "--format", "json"],
@@ -641,24 +653,10 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
     assert!(f["level"].as_u64().unwrap() < 6, "{doc}");
     assert!(d.path().join("load.hfile").exists(), "the source is left");
 
-    let sh = cellar(
-        &[
-            "shell",
-            "--db",
-            "db",
-            "--format",
-            "json",
-            "-e",
-            "get 't', 'row011'; get 't', 'row012'; get 't', 'zz1'",
-        ],
+    let lines = shell_json(
         d.path(),
+        "get 't', 'row011'; get 't', 'row012'; get 't', 'zz1'",
     );
-    assert_eq!(sh.code, 0, "{}", sh.stderr);
-    let lines: Vec<Value> = sh
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(
         lines[0]["cells"][0]["value"], "loaded-again",
         "the later line wins"
@@ -677,21 +675,7 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
     assert!(text.stdout.contains("SOURCE"), "{}", text.stdout);
     // Built at seq 0 into rows holding nothing: loaded as it is, the last duplicate line kept.
     let fresh = "new1\tcf:q\t5\tPut\tfirst\nnew1\tcf:q\t5\tPut\tlast\nnew2\tcf:q\t5\tPut\tx\n";
-    std::fs::write(d.path().join("fresh.tsv"), fresh).unwrap();
-    let built = cellar(
-        &[
-            "hfile",
-            "build",
-            "--family",
-            "cf",
-            "--out",
-            "fresh.hfile",
-            "--seq-zero",
-            "fresh.tsv",
-        ],
-        d.path(),
-    );
-    assert_eq!(built.code, 0, "{}", built.stderr);
+    let built = build_from_tsv(d.path(), fresh, "fresh.hfile", &["--seq-zero"]);
     assert!(built.stdout.contains("2 (Put 2)"), "{}", built.stdout);
     let r = cellar(
         &["ingest", "db", "t", "cf", "fresh.hfile", "--format", "json"],
@@ -701,20 +685,8 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
     let doc = json(&r);
     assert_eq!(doc["loaded"][0]["as_is"], true, "{doc}");
     assert_eq!(doc["loaded"][0]["level"], 6, "{doc}");
-    let sh = cellar(
-        &[
-            "shell",
-            "--db",
-            "db",
-            "--format",
-            "json",
-            "-e",
-            "get 't', 'new1'",
-        ],
-        d.path(),
-    );
-    let line: Value = serde_json::from_str(sh.stdout.trim()).unwrap();
-    assert_eq!(line["cells"][0]["value"], "last");
+    let lines = shell_json(d.path(), "get 't', 'new1'");
+    assert_eq!(lines[0]["cells"][0]["value"], "last");
     std::fs::copy(d.path().join("load.hfile"), d.path().join("given.hfile")).unwrap();
     let r = cellar(
         &["ingest", "db", "t", "cf", "given.hfile", "--move"],
