@@ -364,26 +364,28 @@ pub fn write_pressure(version: &Version, opts: &CompactionOptions) -> WritePress
 
 /// The row of an encoded key; a key that does not parse (a damaged file) counts as its own
 /// bytes, which keeps every comparison total without panicking.
-fn row(key: &[u8]) -> &[u8] {
+pub(crate) fn row(key: &[u8]) -> &[u8] {
     KeyRef::parse(key).map_or(key, |k| k.row)
 }
 
 /// An inclusive range of rows.
 #[derive(Debug, Clone, Copy)]
-struct Rows<'a> {
-    lo: &'a [u8],
-    hi: &'a [u8],
+pub(crate) struct Rows<'a> {
+    pub(crate) lo: &'a [u8],
+    pub(crate) hi: &'a [u8],
 }
 
 impl<'a> Rows<'a> {
-    fn of(f: &'a FileMeta) -> Self {
+    /// The rows of a file.
+    pub(crate) fn of(f: &'a FileMeta) -> Self {
         Rows {
             lo: row(&f.smallest),
             hi: row(&f.largest),
         }
     }
 
-    fn overlaps(&self, o: &Rows<'_>) -> bool {
+    /// True when the two ranges share a row.
+    pub(crate) fn overlaps(&self, o: &Rows<'_>) -> bool {
         self.lo <= o.hi && o.lo <= self.hi
     }
 

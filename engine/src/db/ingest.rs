@@ -59,10 +59,10 @@ use super::flush::{file_meta, NewHFile};
 use super::read::table_info;
 use super::sv::SuperVersion;
 use super::DbInner;
+use crate::compaction::picker::{row, Rows};
 use crate::error::{Error, Result};
 use crate::fs::FormatSource;
 use crate::manifest::{self, Levels, VersionEdit, NUM_LEVELS};
-use crate::memstore::MemStore;
 use crate::schema::{FamilyDescriptor, TableName};
 use crate::types::{FamilyId, FileMeta, FileNumber, SeqNo, LATEST_TIMESTAMP};
 
@@ -126,6 +126,13 @@ struct Source {
     rows: Option<(Vec<u8>, Vec<u8>)>,
 }
 
+impl Source {
+    /// Its rows, `None` for a file without cells.
+    fn rows(&self) -> Option<Rows<'_>> {
+        self.rows.as_ref().map(|(lo, hi)| Rows { lo, hi })
+    }
+}
+
 /// Releases the family's compaction hold however the load ends.
 struct Hold<'a> {
     db: &'a DbInner,
@@ -174,34 +181,18 @@ fn source_error(path: &Path, e: cellar_format::Error) -> Error {
     }
 }
 
-/// True when the inclusive row ranges meet.
-fn rows_meet(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> bool {
-    a.0 <= b.1 && b.0 <= a.1
-}
-
-/// The row of an encoded key; an unparsable key (damaged metadata) counts as its own bytes.
-fn row_of(key: &[u8]) -> &[u8] {
-    KeyRef::parse(key).map_or(key, |k| k.row)
-}
-
 /// The level a load's file of rows `rows` goes to: the deepest level such that no file at it
 /// or above overlaps those rows (levels ≥ 1 stay sorted runs, and nothing older sits above
 /// the load); 0 when a memstore holds cells in those rows (`mem_overlap`).
-pub(crate) fn ingest_level(
-    levels: Option<&Levels>,
-    rows: (&[u8], &[u8]),
-    mem_overlap: bool,
-) -> u32 {
+pub(crate) fn ingest_level(levels: Option<&Levels>, rows: Rows<'_>, mem_overlap: bool) -> u32 {
     if mem_overlap {
         return 0;
     }
     let mut target = 0u32;
     for level in 0..NUM_LEVELS {
-        let hit = levels.and_then(|ls| ls.get(level)).is_some_and(|files| {
-            files
-                .iter()
-                .any(|f| rows_meet((row_of(&f.smallest), row_of(&f.largest)), rows))
-        });
+        let hit = levels
+            .and_then(|ls| ls.get(level))
+            .is_some_and(|files| files.iter().any(|f| Rows::of(f).overlaps(&rows)));
         if hit {
             break;
         }
@@ -210,11 +201,18 @@ pub(crate) fn ingest_level(
     target
 }
 
-/// True when `mem` holds a cell of a row in `rows`.
-fn mem_meets(mem: &MemStore, rows: (&[u8], &[u8])) -> bool {
-    let target = KeyRef::first_on_row(rows.0).encode();
-    mem.key_at_or_after(&target)
-        .is_some_and(|k| row_of(k) <= rows.1)
+/// True when a memstore of `family` in `sv`, active or frozen, holds a cell of a row in
+/// `rows`.
+fn mems_meet(sv: &SuperVersion, family: FamilyId, rows: Rows<'_>) -> bool {
+    let target = KeyRef::first_on_row(rows.lo).encode();
+    sv.mems.get(&family).is_some_and(|m| {
+        std::iter::once(&m.active)
+            .chain(m.frozen.iter())
+            .any(|mem| {
+                mem.key_at_or_after(&target)
+                    .is_some_and(|k| row(k) <= rows.hi)
+            })
+    })
 }
 
 impl DbInner {
@@ -250,19 +248,13 @@ impl DbInner {
             db: self,
             family: fid,
         };
-        let any_in_mem = |sv: &SuperVersion| {
-            sv.mems.get(&fid).is_some_and(|m| {
-                std::iter::once(&m.active)
-                    .chain(m.frozen.iter())
-                    .any(|mem| {
-                        checked
-                            .iter()
-                            .filter_map(|s| s.rows.as_ref())
-                            .any(|(lo, hi)| mem_meets(mem, (lo.as_slice(), hi.as_slice())))
-                    })
-            })
-        };
-        if any_in_mem(&self.sv()) {
+        let sv = self.sv();
+        let in_mem = checked
+            .iter()
+            .filter_map(Source::rows)
+            .any(|r| mems_meet(&sv, fid, r));
+        drop(sv);
+        if in_mem {
             self.flush_and_wait()?;
         }
         self.check_poisoned()?;
@@ -320,11 +312,7 @@ impl DbInner {
     /// cell's sequence number is already visible, and no snapshot is live. Then the cells
     /// keep their own sequence numbers and read as writes made long ago.
     fn fits_as_is(&self, sources: &[Source], family: FamilyId, sv: &SuperVersion) -> bool {
-        let rows: Vec<(&[u8], &[u8])> = sources
-            .iter()
-            .filter_map(|s| s.rows.as_ref())
-            .map(|(a, b)| (a.as_slice(), b.as_slice()))
-            .collect();
+        let rows: Vec<Rows<'_>> = sources.iter().filter_map(Source::rows).collect();
         if rows.is_empty() || !self.snapshots.lock().is_empty() {
             return false;
         }
@@ -336,19 +324,13 @@ impl DbInner {
         let apart = rows
             .iter()
             .enumerate()
-            .all(|(i, a)| rows[i + 1..].iter().all(|b| !rows_meet(*a, *b)));
+            .all(|(i, a)| rows[i + 1..].iter().all(|b| !a.overlaps(b)));
         let clear = rows.iter().all(|&r| {
-            let in_files = sv.version.levels(family).is_some_and(|ls| {
-                ls.iter()
-                    .flatten()
-                    .any(|f| rows_meet((row_of(&f.smallest), row_of(&f.largest)), r))
-            });
-            let in_mem = sv.mems.get(&family).is_some_and(|m| {
-                std::iter::once(&m.active)
-                    .chain(m.frozen.iter())
-                    .any(|mem| mem_meets(mem, r))
-            });
-            !in_files && !in_mem
+            let in_files = sv
+                .version
+                .levels(family)
+                .is_some_and(|ls| ls.iter().flatten().any(|f| Rows::of(f).overlaps(&r)));
+            !in_files && !mems_meet(sv, family, r)
         });
         sound && apart && clear
     }
@@ -524,9 +506,7 @@ impl DbInner {
             )));
         }
         let rows = match (&info.first_key, &info.last_key) {
-            (Some(a), Some(b)) if info.entries > 0 => {
-                Some((row_of(a).to_vec(), row_of(b).to_vec()))
-            }
+            (Some(a), Some(b)) if info.entries > 0 => Some((row(a).to_vec(), row(b).to_vec())),
             _ => None,
         };
         Ok(Source {
@@ -573,12 +553,6 @@ impl DbInner {
             }
         }
         let sv = self.sv();
-        let mems: Vec<&Arc<MemStore>> = sv
-            .mems
-            .get(&family)
-            .map(|m| std::iter::once(&m.active).chain(m.frozen.iter()).collect())
-            .unwrap_or_default();
-
         // Placed one after another: a later file of the load is newer than an earlier one
         // and must not go below it where their rows meet.
         let mut levels: Levels = self
@@ -594,13 +568,11 @@ impl DbInner {
             let Some(rows) = sources
                 .iter()
                 .find(|s| s.path == f.source)
-                .and_then(|s| s.rows.as_ref())
+                .and_then(Source::rows)
             else {
                 continue;
             };
-            let rows = (rows.0.as_slice(), rows.1.as_slice());
-            let in_mem = mems.iter().any(|mem| mem_meets(mem, rows));
-            let level = ingest_level(Some(&levels), rows, in_mem);
+            let level = ingest_level(Some(&levels), rows, mems_meet(&sv, family, rows));
             f.level = level;
             for meta in metas.iter_mut() {
                 meta.level = level;
@@ -828,7 +800,10 @@ mod tests {
 
     #[test]
     fn a_load_goes_to_the_deepest_level_clear_above_it() {
-        let r = (b"m".as_slice(), b"p".as_slice());
+        let r = Rows {
+            lo: b"m".as_slice(),
+            hi: b"p".as_slice(),
+        };
         assert_eq!(
             ingest_level(None, r, false),
             6,
