@@ -57,6 +57,12 @@ pub enum Error {
     /// A table of that name exists already.
     #[error("table exists: {0}")]
     TableExists(String),
+    /// No table snapshot of that name.
+    #[error("snapshot not found: {0}")]
+    SnapshotNotFound(String),
+    /// A table snapshot of that name exists already.
+    #[error("snapshot exists: {0}")]
+    SnapshotExists(String),
     /// No namespace of that name.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),

@@ -108,7 +108,7 @@ pub use db::{
     Delete, ExplainSource, ExplainedCell, Explanation, Increment, IngestInfo, IngestOptions,
     IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RecoveryReport,
     RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table,
-    WriteBatch, WriteOptions,
+    TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

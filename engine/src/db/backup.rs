@@ -594,7 +594,7 @@ fn corrupt(path: &Path, what: &str) -> Error {
     }
 }
 
-fn list_or_empty(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+pub(super) fn list_or_empty(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
     match fs.list(dir) {
         Ok(n) => Ok(n),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -603,7 +603,7 @@ fn list_or_empty(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Remove `dir` and everything under it (files are told from directories by trying).
-fn remove_tree(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+pub(super) fn remove_tree(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     for name in list_or_empty(fs, dir)? {
         let p = dir.join(&name);
         if fs.remove(&p).is_err() {

@@ -141,19 +141,10 @@ impl DbInner {
                 dirs.push(dir);
             }
             let to = manifest::hfile_path(target, f.family, f.number);
-            match fs.hard_link(&from, &to) {
-                Ok(()) => info.linked_files += 1,
-                // Another device, or a file system without links: a copy does.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::CrossesDevices | std::io::ErrorKind::Unsupported
-                    ) =>
-                {
-                    copy_file(fs, &from, &to)?;
-                    info.copied_files += 1;
-                }
-                Err(e) => return Err(Error::io(&to, "linking an HFile into a checkpoint", e)),
+            if link_or_copy(fs, &from, &to, "linking an HFile into a checkpoint")? {
+                info.linked_files += 1;
+            } else {
+                info.copied_files += 1;
             }
         }
         for d in dirs.iter().chain([&wal_target, &data_target]) {
@@ -205,6 +196,30 @@ fn file_name(path: &Path) -> Result<&str> {
     path.file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::InvalidArgument(format!("unnamed file {}", path.display())))
+}
+
+/// Hard-link `from` as `to`, or copy it (fdatasynced) where links are missing (another
+/// device, a file system without them); true when linked. HFiles never change once written,
+/// so a link is as good as a copy and costs no space. `doing` names the step in errors.
+pub(crate) fn link_or_copy(
+    fs: &dyn FileSystem,
+    from: &Path,
+    to: &Path,
+    doing: &'static str,
+) -> Result<bool> {
+    match fs.hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::CrossesDevices | std::io::ErrorKind::Unsupported
+            ) =>
+        {
+            copy_file(fs, from, to)?;
+            Ok(false)
+        }
+        Err(e) => Err(Error::io(to, doing, e)),
+    }
 }
 
 /// Copy `from` to the new file `to` and fdatasync it; returns the bytes copied and their

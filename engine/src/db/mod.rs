@@ -37,6 +37,7 @@ mod rmw;
 mod rowlock;
 mod snapshot;
 mod sv;
+mod table_snapshot;
 mod write;
 
 use std::collections::{HashMap, VecDeque};
@@ -57,6 +58,7 @@ pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;
+pub use table_snapshot::{TableSnapshotInfo, TableSnapshotOptions, SNAPSHOTS_DIR};
 
 use crate::cache::{CacheStats, FileCache, OpenFileStats, ShardedBlockCache};
 use crate::error::{Error, Poison, Result};
@@ -350,6 +352,9 @@ pub(crate) struct DbInner {
     /// Seek compaction: what each file may still cost Gets, and the file due for it.
     seek_budgets: compact::SeekBudgets,
     seek_hint: Mutex<Option<(crate::types::FamilyId, FileNumber)>>,
+    /// Held by every table snapshot operation: one at a time, so a delete never removes
+    /// files a clone is linking, and a directory without a descriptor is never one in progress.
+    table_snapshots: Mutex<()>,
 }
 
 /// What the WAL replay at open found.
@@ -517,6 +522,76 @@ impl Db {
     /// ```
     pub fn backup(&self, root: impl AsRef<Path>) -> Result<BackupInfo> {
         self.inner.backup(root.as_ref())
+    }
+
+    /// HBase's `snapshot 'table', 'name'`: flush, then keep the table's HFiles as they are now
+    /// under `snapshots/{name}/` (hard links: no space until compaction or a drop replaces
+    /// the originals). The snapshot holds every write to the table acknowledged before the
+    /// call, each batch whole or not at all, and outlives the table. Writes and reads go on.
+    /// [`clone_table_snapshot`](Db::clone_table_snapshot) makes a new table of it,
+    /// [`restore_table_snapshot`](Db::restore_table_snapshot) puts the table back as it was
+    /// (SPEC.md §17.13).
+    ///
+    /// ```
+    /// use cellar::{Db, FamilyDescriptor, Get, Options, Put, TableDescriptor};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// t.put(Put::new("r").add("cf", "q", "v1"))?;
+    /// db.snapshot_table("t", "before")?;
+    /// t.put(Put::new("r").add("cf", "q", "v2"))?;
+    ///
+    /// db.clone_table_snapshot("before", "t_then")?; // a new table, as t was
+    /// let then = db.table("t_then")?.get(&Get::new("r"))?.unwrap();
+    /// assert_eq!(then.value("cf", "q"), Some(&b"v1"[..]));
+    ///
+    /// db.restore_table_snapshot("before")?; // t itself, as it was
+    /// let now = t.get(&Get::new("r"))?.unwrap();
+    /// assert_eq!(now.value("cf", "q"), Some(&b"v1"[..]));
+    /// assert_eq!(db.list_table_snapshots()?[0].name, "before");
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn snapshot_table(&self, table: &str, name: &str) -> Result<TableSnapshotInfo> {
+        self.snapshot_table_with(table, name, TableSnapshotOptions::default())
+    }
+
+    /// [`snapshot_table`](Db::snapshot_table) with options (HBase's `SKIP_FLUSH`).
+    pub fn snapshot_table_with(
+        &self,
+        table: &str,
+        name: &str,
+        opts: TableSnapshotOptions,
+    ) -> Result<TableSnapshotInfo> {
+        self.inner
+            .snapshot_table(&TableName::parse(table)?, name, opts)
+    }
+
+    /// Every complete table snapshot, by name. A damaged descriptor is `Corruption`.
+    pub fn list_table_snapshots(&self) -> Result<Vec<TableSnapshotInfo>> {
+        self.inner.list_table_snapshots()
+    }
+
+    /// Delete a table snapshot (its links; files the database still uses stay).
+    pub fn delete_table_snapshot(&self, name: &str) -> Result<()> {
+        self.inner.delete_table_snapshot(name)
+    }
+
+    /// HBase's `clone_snapshot`: a new table `table` with the snapshot's families and data,
+    /// its files linked, in one manifest edit. `TableExists` if `table` does.
+    pub fn clone_table_snapshot(&self, name: &str, table: &str) -> Result<()> {
+        let table = TableName::parse(table)?;
+        self.inner.materialize_snapshot(name, Some(&table))
+    }
+
+    /// HBase's `restore_snapshot`: the snapshot's table gets back the families and data it
+    /// had, in one manifest edit (created again if it was dropped). Every write to it since
+    /// the snapshot is gone, memstore cells included. Unlike HBase, the table need not be
+    /// disabled: writes before the edit are replaced, writes after it land in the restored
+    /// table. A read that began before it (or a [`Snapshot`]) may see the restored data:
+    /// schema changes are not versioned.
+    pub fn restore_table_snapshot(&self, name: &str) -> Result<()> {
+        self.inner.materialize_snapshot(name, None)
     }
 
     /// Pin the current state: reads `at` the snapshot see exactly the writes acknowledged
@@ -1296,6 +1371,7 @@ impl DbInner {
             rate_limiter: compact::RateLimiter::new(opts_rate),
             seek_budgets: compact::SeekBudgets::default(),
             seek_hint: Mutex::new(None),
+            table_snapshots: Mutex::new(()),
         };
         if replayed > 0 {
             // What the WAL held goes to files at once, so the segments can go.
