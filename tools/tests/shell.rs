@@ -910,14 +910,14 @@ get 't', 'r'
 fn hbase_commands_without_a_counterpart_say_why() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let script = "snapshot 't', 's1'\nsplit 't'\ngrant 'bob', 'RW'\nfrobnicate 't'\n";
+    let script = "assign 'r1'\nsplit 't'\ngrant 'bob', 'RW'\nfrobnicate 't'\n";
     let r = shell(&db, &["--format", "json"], script);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let lines: Vec<&str> = r.stdout.lines().collect();
     for l in &lines[..3] {
         assert_error(l, "Unsupported");
     }
-    assert!(lines[0].contains("cellar checkpoint"), "{}", lines[0]);
+    assert!(lines[0].contains("region servers"), "{}", lines[0]);
     assert!(lines[1].contains("one region"), "{}", lines[1]);
     assert_error(lines[3], "ParseError");
     assert!(
@@ -1003,4 +1003,117 @@ explain 't', 'r1', {VERSIONS => 3, FILTER => \"ValueFilter(=, 'binary:v1')\"}
         .lines()
         .any(|l| l.starts_with("SOURCE") && l.contains("DECISION")));
     assert!(r.stdout.contains("1 row(s)"), "{}", r.stdout);
+}
+
+/// HBase's snapshot commands: a snapshot keeps the table as it was; clone makes a new table
+/// of it, restore (of a disabled table) puts the table back; list and delete by name and by
+/// pattern. The shell's answers are the Rust API's.
+#[test]
+fn snapshots_clone_restore_list_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "create 't', {NAME => 'cf', VERSIONS => 3}
+put 't', 'r1', 'cf:q', 'v1', 10
+put 't', 'r2', 'cf:q', 'w1', 10
+snapshot 't', 's1'
+put 't', 'r1', 'cf:q', 'v2', 20
+deleteall 't', 'r2'
+snapshot 't', 's2', {SKIP_FLUSH => true}
+snapshot 't', 's1'
+clone_snapshot 's1', 't1'
+scan 't1', {VERSIONS => 3}
+clone_snapshot 's1', 't1'
+restore_snapshot 's1'
+disable 't'
+restore_snapshot 's1'
+enable 't'
+scan 't', {VERSIONS => 3}
+list_snapshots
+list_table_snapshots 't', 's.*'
+list_snapshots 'nope.*'
+delete_snapshot 's1'
+delete_snapshot 's1'
+clone_snapshot 'missing', 't9'
+snapshot 't', 'bad/name'
+snapshot 't', 's3', {TTL => 5}
+delete_all_snapshot 's.*'
+list_snapshots
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 26, "{}", r.stdout);
+    let cells = |vals: &[(&str, u64, &str)]| -> String {
+        let c: Vec<String> = vals
+            .iter()
+            .map(|(row, ts, v)| {
+                format!(
+                    r#"{{"row":"{row}","column":"cf:q","timestamp":{ts},"type":"Put","value":"{v}"}}"#
+                )
+            })
+            .collect();
+        format!(r#"{{"ok":true,"rows":2,"cells":[{}]}}"#, c.join(","))
+    };
+    let then = cells(&[("r1", 10, "v1"), ("r2", 10, "w1")]);
+    assert_eq!(
+        lines[9], then,
+        "the clone holds the table as the snapshot took it"
+    );
+    assert_error(lines[7], "SnapshotExists");
+    assert_error(lines[10], "TableExists");
+    assert_error(lines[11], "TableNotDisabled");
+    assert_eq!(lines[13], r#"{"ok":true}"#);
+    assert_eq!(lines[15], then, "restored");
+    let list = json_lines(lines[16]);
+    let snaps = list[0]["snapshots"].as_array().unwrap();
+    let names: Vec<&str> = snaps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["s1", "s2"]);
+    assert_eq!(snaps[0]["table"], "t");
+    assert!(snaps[0]["files"].as_u64().unwrap() >= 1);
+    assert!(snaps[0]["created_ms"].as_u64().unwrap() > 1_700_000_000_000);
+    assert_eq!(
+        json_lines(lines[17])[0]["snapshots"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(lines[18], r#"{"ok":true,"snapshots":[]}"#);
+    assert_eq!(lines[19], r#"{"ok":true}"#);
+    assert_error(lines[20], "SnapshotNotFound");
+    assert_error(lines[21], "SnapshotNotFound");
+    assert_error(lines[22], "InvalidArgument");
+    assert_error(lines[23], "Unsupported");
+    assert_eq!(lines[24], r#"{"ok":true}"#);
+    assert_eq!(lines[25], r#"{"ok":true,"snapshots":[]}"#);
+
+    // The same database through the Rust API: s2 (SKIP_FLUSH) was deleted with the rest, the
+    // clone and the restored table read as the shell showed them.
+    let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
+    assert!(d.list_table_snapshots().unwrap().is_empty());
+    for t in ["t", "t1"] {
+        let row = d
+            .table(t)
+            .unwrap()
+            .get(&cellar::Get::new("r2"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.value("cf", "q"), Some(&b"w1"[..]), "{t}");
+    }
+    drop(d);
+
+    // Text: HBase's layout.
+    let r = shell(
+        &db,
+        &[],
+        "snapshot 't', 'snap'\nlist_snapshots\ndelete_snapshot 'snap'\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("Snapshot snap of t: "), "{}", r.stdout);
+    assert_eq!(lines[2], "SNAPSHOT TABLE + CREATION TIME");
+    assert!(lines[3].starts_with(" snap     t ("), "{}", lines[3]);
+    assert!(lines[3].contains(" UTC), "), "{}", lines[3]);
+    assert_eq!(lines[4], "1 row(s)");
+    assert_eq!(lines[6], r#"=> ["snap"]"#);
 }

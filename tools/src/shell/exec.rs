@@ -560,6 +560,73 @@ impl Shell {
                 value: env!("CARGO_PKG_VERSION").to_owned(),
                 text: format!("cellar {}", env!("CARGO_PKG_VERSION")),
             },
+            Command::Snapshot {
+                table,
+                name,
+                skip_flush,
+            } => {
+                let opts = cellar::TableSnapshotOptions::default().skip_flush(*skip_flush);
+                let info = db.snapshot_table_with(table, name, opts)?;
+                Output::Message(format!(
+                    "Snapshot {name} of {table}: {} file(s), {} bytes",
+                    info.files, info.bytes
+                ))
+            }
+            Command::CloneSnapshot { name, table } => {
+                db.clone_table_snapshot(name, table)?;
+                // As `create`: a table of this name dropped outside the shell may have left
+                // its mark.
+                if self.disabled.remove(&canonical(table)?) {
+                    self.save_disabled()?;
+                }
+                Output::Done
+            }
+            Command::RestoreSnapshot { name } => {
+                // HBase's rule: the table must be disabled (or gone); it stays disabled.
+                let info = db
+                    .list_table_snapshots()?
+                    .into_iter()
+                    .find(|s| &s.name == name)
+                    .ok_or_else(|| cellar::Error::SnapshotNotFound(name.clone()))?;
+                let table = info.table.name.to_string();
+                if db.table_exists(&table)? && !self.is_disabled(&table)? {
+                    return Err(ShellError::new(
+                        kind::TABLE_NOT_DISABLED,
+                        format!("table {table} is enabled; disable it before restore_snapshot"),
+                    ));
+                }
+                db.restore_table_snapshot(name)?;
+                Output::Done
+            }
+            Command::ListSnapshots {
+                table_pattern,
+                pattern,
+            } => Output::Snapshots(
+                snapshots_matching(db, table_pattern.as_deref(), pattern.as_deref())?
+                    .iter()
+                    .map(Into::into)
+                    .collect(),
+            ),
+            Command::DeleteSnapshot { name } => {
+                db.delete_table_snapshot(name)?;
+                Output::Done
+            }
+            Command::DeleteSnapshots {
+                table_pattern,
+                pattern,
+            } => {
+                let mut deleted = Vec::new();
+                for s in snapshots_matching(db, table_pattern.as_deref(), pattern.as_deref())? {
+                    db.delete_table_snapshot(&s.name)?;
+                    deleted.push(s.name);
+                }
+                Output::Message(format!(
+                    "Deleted {} snapshot(s){}{}",
+                    deleted.len(),
+                    if deleted.is_empty() { "" } else { ": " },
+                    deleted.join(", ")
+                ))
+            }
             Command::ShowFilters => Output::Names {
                 header: "FILTER",
                 field: "filters",
@@ -717,6 +784,21 @@ fn help(command: Option<&str>) -> R<String> {
 }
 
 /// Names matching `pattern` (all when `None`), sorted.
+/// The table snapshots whose table and name match the patterns (HBase's regular expressions,
+/// as `list` takes them), by name.
+fn snapshots_matching(
+    db: &cellar::Db,
+    table_pattern: Option<&str>,
+    pattern: Option<&str>,
+) -> R<Vec<cellar::TableSnapshotInfo>> {
+    let mut all = db.list_table_snapshots()?;
+    all.retain(|s| {
+        table_pattern.is_none_or(|p| regex_matches(p, &s.table.name.to_string()))
+            && pattern.is_none_or(|p| regex_matches(p, &s.name))
+    });
+    Ok(all)
+}
+
 fn filtered(mut names: Vec<String>, pattern: Option<&str>) -> Vec<String> {
     if let Some(p) = pattern {
         names.retain(|n| regex_matches(p, n));

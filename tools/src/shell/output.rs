@@ -88,8 +88,63 @@ pub enum Output {
     },
     /// `explain`.
     Explain(Box<Explained>),
+    /// `list_snapshots`, `list_table_snapshots`: by name.
+    Snapshots(Vec<SnapshotJson>),
     /// `exit`.
     Exit,
+}
+
+/// One table snapshot as `list_snapshots` shows it.
+#[derive(Debug, Serialize)]
+pub struct SnapshotJson {
+    /// Its name.
+    pub name: String,
+    /// The table it was taken of.
+    pub table: String,
+    /// When, in ms since the epoch.
+    pub created_ms: u64,
+    /// The database's last sequence number when its files were taken.
+    pub seq: u64,
+    /// HFiles in it.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl From<&cellar::TableSnapshotInfo> for SnapshotJson {
+    fn from(i: &cellar::TableSnapshotInfo) -> Self {
+        SnapshotJson {
+            name: i.name.clone(),
+            table: i.table.name.to_string(),
+            created_ms: i.created_ms,
+            seq: i.seq,
+            files: i.files,
+            bytes: i.bytes,
+        }
+    }
+}
+
+/// `ms` since the epoch as `YYYY-MM-DD hh:mm:ss UTC` (the civil calendar from a day count,
+/// valid for every date after 1970).
+pub fn utc_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 0000-03-01 in 400-year eras of 146,097 days.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// `explain`'s report, its bytes made text as a get's are.
@@ -475,6 +530,24 @@ impl Output {
                 out.push('\n');
             }
             Output::Explain(e) => e.text(&mut out),
+            Output::Snapshots(list) => {
+                // HBase's layout: the name, then the table and creation time.
+                let width = list.iter().map(|s| s.name.len()).max().unwrap_or(0).max(8);
+                out.push_str(&format!("{:<width$} TABLE + CREATION TIME\n", "SNAPSHOT"));
+                for s in list {
+                    out.push_str(&format!(
+                        " {:<width$} {} ({}), {} file(s), {} bytes\n",
+                        s.name,
+                        s.table,
+                        utc_time(s.created_ms),
+                        s.files,
+                        s.bytes
+                    ));
+                }
+                out.push_str(&format!("{} row(s)\n", list.len()));
+                let names: Vec<String> = list.iter().map(|s| s.name.clone()).collect();
+                tail = format!("{}\n", ruby_list(&names));
+            }
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -546,6 +619,7 @@ impl Output {
             Output::Info { field, value, .. } => {
                 format!(r#"{{"ok":true,"{field}":{}}}"#, json(value))
             }
+            Output::Snapshots(list) => format!(r#"{{"ok":true,"snapshots":{}}}"#, json(list)),
         }
     }
 }
@@ -578,6 +652,8 @@ pub fn error_kind(e: &cellar::Error) -> &'static str {
         E::Locked(_) => "Locked",
         E::TableNotFound(_) => "TableNotFound",
         E::TableExists(_) => "TableExists",
+        E::SnapshotNotFound(_) => "SnapshotNotFound",
+        E::SnapshotExists(_) => "SnapshotExists",
         E::NamespaceNotFound(_) => "NamespaceNotFound",
         E::FamilyNotFound { .. } => "FamilyNotFound",
         E::InvalidArgument(_) => "InvalidArgument",
@@ -599,6 +675,18 @@ mod tests {
     use crate::shell::convert::Show;
     use cellar::format::CellType;
     use cellar::Cell;
+
+    #[test]
+    fn utc_times_follow_the_civil_calendar() {
+        for (ms, want) in [
+            (0, "1970-01-01 00:00:00 UTC"),
+            (951_782_400_000, "2000-02-29 00:00:00 UTC"),
+            (1_796_291_877_462, "2026-12-03 09:57:57 UTC"),
+            (4_102_444_799_000, "2099-12-31 23:59:59 UTC"),
+        ] {
+            assert_eq!(utc_time(ms), want);
+        }
+    }
 
     #[test]
     fn scan_text_matches_the_hbase_layout() {

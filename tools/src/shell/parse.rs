@@ -273,6 +273,35 @@ pub enum Command {
     },
     Status,
     ShowFilters,
+    /// `snapshot 't', 'name'[, {SKIP_FLUSH => true}]`.
+    Snapshot {
+        table: String,
+        name: String,
+        skip_flush: bool,
+    },
+    /// `clone_snapshot 'name', 't'`.
+    CloneSnapshot {
+        name: String,
+        table: String,
+    },
+    /// `restore_snapshot 'name'`.
+    RestoreSnapshot {
+        name: String,
+    },
+    /// `list_snapshots ['regex']`, `list_table_snapshots 'table regex'[, 'regex']`.
+    ListSnapshots {
+        table_pattern: Option<String>,
+        pattern: Option<String>,
+    },
+    /// `delete_snapshot 'name'`.
+    DeleteSnapshot {
+        name: String,
+    },
+    /// `delete_all_snapshot 'regex'`, `delete_table_snapshots 'table regex'[, 'regex']`.
+    DeleteSnapshots {
+        table_pattern: Option<String>,
+        pattern: Option<String>,
+    },
     DescribeNamespace {
         name: String,
     },
@@ -287,31 +316,36 @@ pub enum Command {
 /// one gets `Unsupported` with the reason (and what to use instead) rather than "unknown
 /// command".
 const HBASE_ONLY: &[(&str, &str)] = &[
-    ("snapshot", "per-table snapshots are not built; outside the shell, `cellar checkpoint DIR TARGET` copies the whole database and `cellar backup` makes incremental backups"),
-    ("clone_snapshot", "per-table snapshots are not built (see `cellar checkpoint` and `cellar backup`)"),
-    ("restore_snapshot", "per-table snapshots are not built (see `cellar backup restore`)"),
-    ("list_snapshots", "per-table snapshots are not built (`cellar backup list` lists backups)"),
-    ("delete_snapshot", "per-table snapshots are not built (`cellar backup purge` removes backups)"),
-    ("delete_all_snapshot", "per-table snapshots are not built"),
-    ("list_table_snapshots", "per-table snapshots are not built"),
     ("split", "an embedded table is one region"),
     ("merge_region", "an embedded table is one region"),
     ("move", "an embedded database has no region servers"),
     ("assign", "an embedded database has no region servers"),
     ("unassign", "an embedded database has no region servers"),
     ("balancer", "an embedded database has no region servers"),
-    ("balance_switch", "an embedded database has no region servers"),
+    (
+        "balance_switch",
+        "an embedded database has no region servers",
+    ),
     ("list_regions", "an embedded table is one region"),
     ("locate_region", "an embedded table is one region"),
     ("get_splits", "an embedded table is one region"),
     ("grant", "an embedded database has no users or permissions"),
     ("revoke", "an embedded database has no users or permissions"),
-    ("user_permission", "an embedded database has no users or permissions"),
+    (
+        "user_permission",
+        "an embedded database has no users or permissions",
+    ),
     ("add_peer", "an embedded database has no replication"),
     ("list_peers", "an embedded database has no replication"),
     ("remove_peer", "an embedded database has no replication"),
-    ("enable_table_replication", "an embedded database has no replication"),
-    ("disable_table_replication", "an embedded database has no replication"),
+    (
+        "enable_table_replication",
+        "an embedded database has no replication",
+    ),
+    (
+        "disable_table_replication",
+        "an embedded database has no replication",
+    ),
 ];
 
 /// A command and where its statement starts.
@@ -357,6 +391,14 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("flush", "flush ['t']", "Flush memstores to files (the whole database)"),
     ("compact", "compact 't'[, 'cf']", "Run the compactions that are due"),
     ("major_compact", "major_compact 't'[, 'cf']", "Rewrite a table or family into the last level"),
+    ("snapshot", "snapshot 't', 'name'[, {SKIP_FLUSH => true}]", "Keep the table's files as they are now under a name (flushed first unless SKIP_FLUSH; hard links, no copy)"),
+    ("clone_snapshot", "clone_snapshot 'name', 't'", "Create a new table from a snapshot"),
+    ("restore_snapshot", "restore_snapshot 'name'", "Put a disabled (or dropped) table back as its snapshot has it"),
+    ("list_snapshots", "list_snapshots ['regex']", "List snapshots with their tables and creation times"),
+    ("list_table_snapshots", "list_table_snapshots 'table regex'[, 'snapshot regex']", "List the snapshots of matching tables"),
+    ("delete_snapshot", "delete_snapshot 'name'", "Delete a snapshot"),
+    ("delete_all_snapshot", "delete_all_snapshot 'regex'", "Delete every snapshot whose name matches"),
+    ("delete_table_snapshots", "delete_table_snapshots 'table regex'[, 'snapshot regex']", "Delete the snapshots of matching tables"),
     ("status", "status ['simple' | 'summary' | 'detailed']", "Levels, files, sizes and counters (one report, whichever detail is asked)"),
     ("version", "version", "The version of Cellar"),
     ("help", "help ['command']", "This list, or one command's usage"),
@@ -1397,6 +1439,56 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
             command: a.opt_text("a command name string")?,
         },
         "show_filters" => Command::ShowFilters,
+        "snapshot" => {
+            let table = a.table()?;
+            let name = a.text("a snapshot name string")?;
+            let mut skip_flush = false;
+            if let Some(mut m) = a.opt_map()? {
+                if let Some(v) = m.take("SKIP_FLUSH") {
+                    skip_flush = boolean(&v, "SKIP_FLUSH")?;
+                }
+                m.done(&["TTL", "MAX_FILESIZE"])?;
+            }
+            Command::Snapshot {
+                table,
+                name,
+                skip_flush,
+            }
+        }
+        "clone_snapshot" => {
+            let name = a.text("a snapshot name string")?;
+            let table = a.table()?;
+            if let Some(m) = a.opt_map()? {
+                m.done(&["RESTORE_ACL", "CLONE_SFT"])?;
+            }
+            Command::CloneSnapshot { name, table }
+        }
+        "restore_snapshot" => {
+            let name = a.text("a snapshot name string")?;
+            if let Some(m) = a.opt_map()? {
+                m.done(&["RESTORE_ACL"])?;
+            }
+            Command::RestoreSnapshot { name }
+        }
+        "list_snapshots" => Command::ListSnapshots {
+            table_pattern: None,
+            pattern: a.opt_text("a regular expression string")?,
+        },
+        "list_table_snapshots" => Command::ListSnapshots {
+            table_pattern: Some(a.text("a table name regular expression string")?),
+            pattern: a.opt_text("a snapshot name regular expression string")?,
+        },
+        "delete_snapshot" => Command::DeleteSnapshot {
+            name: a.text("a snapshot name string")?,
+        },
+        "delete_all_snapshot" => Command::DeleteSnapshots {
+            table_pattern: None,
+            pattern: Some(a.text("a regular expression string")?),
+        },
+        "delete_table_snapshots" => Command::DeleteSnapshots {
+            table_pattern: Some(a.text("a table name regular expression string")?),
+            pattern: a.opt_text("a snapshot name regular expression string")?,
+        },
         "exit" | "quit" => Command::Exit,
         other => {
             let known = COMMANDS.iter().any(|c| c.0 == other);
