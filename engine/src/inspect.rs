@@ -12,6 +12,7 @@
 //!   same checks as the engine's replay (the first record is a snapshot, every edit applies).
 //! - [`wal_records`]: every record of every WAL segment, with its position and its batch
 //!   decoded into mutations.
+//! - [`read_table_snapshots`]: every table snapshot's descriptor, with its files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,6 +96,8 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<ManifestState> {
 pub fn file_crc32c(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
     crate::db::file_crc(fs, path)
 }
+
+pub use crate::db::{read_table_snapshots, StoredSnapshot};
 
 /// The directory of the WAL segments of the database in `dir`.
 pub fn wal_dir(dir: &Path) -> PathBuf {

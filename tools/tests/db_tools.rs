@@ -740,3 +740,67 @@ fn ingest_loads_a_built_hfile_that_the_shell_then_reads() {
     assert_eq!(data(&after), data(&before));
     assert_eq!(cellar(&["verify", "db"], d.path()).code, 0);
 }
+
+/// `cellar verify` checks every table snapshot: its descriptor, and each file against the
+/// size and CRC-32C the descriptor recorded; a snapshot cut short is only a warning.
+#[test]
+fn verify_checks_table_snapshots() {
+    let d = db();
+    let dir = d.path().join("db");
+    {
+        let db = Db::open(&dir, Options::default()).unwrap();
+        db.snapshot_table("t", "s1").unwrap();
+        // Replaced by the compaction, the table's files live on only in the snapshot.
+        db.major_compact("t", None).unwrap();
+    }
+    let r = cellar(&["verify", "db"], d.path());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("table snapshot s1 of t: ok ("),
+        "{}",
+        r.stdout
+    );
+    // A snapshot cut short: a warning.
+    std::fs::create_dir_all(dir.join("snapshots/half/data")).unwrap();
+    let v = json(&cellar(&["verify", "db", "--format", "json"], d.path()));
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["snapshots"][0]["name"], "half");
+    assert_eq!(v["snapshots"][0]["status"], "incomplete");
+    assert_eq!(v["snapshots"][1]["status"], "ok");
+    std::fs::remove_dir_all(dir.join("snapshots/half")).unwrap();
+
+    // A damaged byte in one of the snapshot's files (no longer the table's).
+    let files: Vec<_> = std::fs::read_dir(dir.join("snapshots/s1/data"))
+        .unwrap()
+        .flat_map(|f| std::fs::read_dir(f.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .collect();
+    assert!(!files.is_empty());
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let keep = bytes.clone();
+    bytes[30] ^= 0x01;
+    std::fs::write(&files[0], &bytes).unwrap();
+    let r = cellar(&["verify", "db"], d.path());
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("table snapshot s1: CRC-32C "),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("table snapshot s1 of t: corrupt"),
+        "{}",
+        r.stdout
+    );
+    std::fs::write(&files[0], &keep).unwrap();
+
+    // A damaged descriptor.
+    let desc = dir.join("snapshots/s1/SNAPSHOT");
+    let mut bytes = std::fs::read(&desc).unwrap();
+    bytes[40] ^= 0x01;
+    std::fs::write(&desc, &bytes).unwrap();
+    let v = json(&cellar(&["verify", "db", "--format", "json"], d.path()));
+    assert_eq!(v["exit_code"], 1, "{v}");
+    assert_eq!(v["snapshots"][0]["status"], "corrupt");
+    assert_eq!(v["problems"][0]["file"], "snapshots/s1/SNAPSHOT");
+}

@@ -58,7 +58,9 @@ pub use options::{Options, WriteOptions};
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;
-pub use table_snapshot::{TableSnapshotInfo, TableSnapshotOptions, SNAPSHOTS_DIR};
+pub use table_snapshot::{
+    read_table_snapshots, StoredSnapshot, TableSnapshotInfo, TableSnapshotOptions, SNAPSHOTS_DIR,
+};
 
 use crate::cache::{CacheStats, FileCache, OpenFileStats, ShardedBlockCache};
 use crate::error::{Error, Poison, Result};

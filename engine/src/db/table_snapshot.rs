@@ -243,6 +243,46 @@ fn read_descriptor(fs: &dyn FileSystem, snap: &Path, name: &str) -> Result<Descr
     Descriptor::decode(&path, &data)
 }
 
+/// A table snapshot read from a database directory without opening the database
+/// ([`read_table_snapshots`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StoredSnapshot {
+    /// What [`Db::list_table_snapshots`](crate::Db::list_table_snapshots) says of it.
+    pub info: TableSnapshotInfo,
+    /// Each HFile: where the snapshot keeps it, and the metadata its descriptor records
+    /// (`size`, `entries`, `crc` to check it against).
+    pub files: Vec<(PathBuf, FileMeta)>,
+}
+
+/// Every directory under `{dir}/snapshots/`, by name, with its snapshot read, or why it could
+/// not be: `SnapshotNotFound` for one without a descriptor (cut short; the next snapshot
+/// operation removes it), `Corruption` for a damaged descriptor. Only reads; for operator
+/// tools (`cellar verify`).
+pub fn read_table_snapshots(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> Result<Vec<(String, Result<StoredSnapshot>)>> {
+    let root = dir.join(SNAPSHOTS_DIR);
+    let mut names = list_or_empty(fs, &root)?;
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let snap = root.join(&name);
+            let read = read_descriptor(fs, &snap, &name).map(|d| StoredSnapshot {
+                info: d.info(&name),
+                files: d
+                    .files
+                    .iter()
+                    .map(|f| (snapshot_file(&snap, f), f.clone()))
+                    .collect(),
+            });
+            (name, read)
+        })
+        .collect())
+}
+
 impl DbInner {
     fn snapshots_root(&self) -> PathBuf {
         self.dir.join(SNAPSHOTS_DIR)
@@ -373,13 +413,10 @@ impl DbInner {
     }
 
     pub(super) fn list_table_snapshots(&self) -> Result<Vec<TableSnapshotInfo>> {
-        let root = self.snapshots_root();
         let mut out = Vec::new();
-        let mut names = list_or_empty(&*self.fs, &root)?;
-        names.sort();
-        for name in names {
-            match read_descriptor(&*self.fs, &root.join(&name), &name) {
-                Ok(d) => out.push(d.info(&name)),
+        for (_, read) in read_table_snapshots(&*self.fs, &self.dir)? {
+            match read {
+                Ok(s) => out.push(s.info),
                 // Cut short: not a snapshot (the next snapshot operation removes it).
                 Err(Error::SnapshotNotFound(_)) => {}
                 Err(e) => return Err(e),

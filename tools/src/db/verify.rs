@@ -63,6 +63,17 @@ struct WalJson {
     detail: Option<String>,
 }
 
+/// One table snapshot (`snapshots/{name}/`).
+#[derive(Debug, Serialize)]
+struct SnapshotCheck {
+    name: String,
+    table: Option<String>,
+    files: u64,
+    /// `ok`, `corrupt` (descriptor or a file), `incomplete` (no descriptor: cut short, a
+    /// warning), or `error` (could not be read).
+    status: &'static str,
+}
+
 /// The `--format json` document.
 #[derive(Debug, Serialize)]
 struct VerifyDoc {
@@ -74,6 +85,7 @@ struct VerifyDoc {
     /// Manifest and cross-file problems (HFile problems are under `files`).
     problems: Vec<Problem>,
     wal: Option<WalJson>,
+    snapshots: Vec<SnapshotCheck>,
     warnings: Vec<String>,
     exit_code: i32,
 }
@@ -242,6 +254,103 @@ fn check_files(
     out
 }
 
+/// Each table snapshot: its descriptor, and every file it holds against the descriptor's size
+/// and whole-file CRC-32C (the format verifier where the descriptor has no checksum).
+/// Problems go to `problems` (exit 1); a snapshot cut short is a warning.
+fn check_snapshots(dir: &Path, doc: &mut VerifyDoc) {
+    let all = match inspect::read_table_snapshots(&RealFs, dir) {
+        Ok(all) => all,
+        Err(e) => {
+            doc.problems.push(Problem {
+                file: cellar::SNAPSHOTS_DIR.to_owned(),
+                offset: 0,
+                what: format!("listing table snapshots: {e}"),
+            });
+            return;
+        }
+    };
+    for (name, read) in all {
+        let snap = match read {
+            Ok(s) => s,
+            Err(cellar::Error::SnapshotNotFound(_)) => {
+                doc.warnings.push(format!(
+                    "{}/{name}: a table snapshot cut short (no descriptor; the next snapshot operation removes it)",
+                    cellar::SNAPSHOTS_DIR
+                ));
+                doc.snapshots.push(SnapshotCheck {
+                    name,
+                    table: None,
+                    files: 0,
+                    status: "incomplete",
+                });
+                continue;
+            }
+            Err(e) => {
+                let corrupt = matches!(e, cellar::Error::Corruption { .. });
+                let (file, offset) = match &e {
+                    cellar::Error::Corruption { file, offset, .. } => (rel(dir, file), *offset),
+                    _ => (format!("{}/{name}", cellar::SNAPSHOTS_DIR), 0),
+                };
+                doc.problems.push(Problem {
+                    file,
+                    offset,
+                    what: e.to_string(),
+                });
+                doc.snapshots.push(SnapshotCheck {
+                    name,
+                    table: None,
+                    files: 0,
+                    status: if corrupt { "corrupt" } else { "error" },
+                });
+                continue;
+            }
+        };
+        let before = doc.problems.len();
+        for (path, meta) in &snap.files {
+            let file = rel(dir, path);
+            let what = match inspect::file_crc32c(&RealFs, path) {
+                Err(e) => Some(format!("table snapshot {name}: {e}")),
+                Ok((len, _)) if len != meta.size => Some(format!(
+                    "table snapshot {name}: size {len} but its descriptor recorded {}",
+                    meta.size
+                )),
+                Ok((_, got)) if meta.crc.is_some_and(|want| want != got) => Some(format!(
+                    "table snapshot {name}: CRC-32C {got:08x} but its descriptor recorded {:08x}",
+                    meta.crc.unwrap_or_default()
+                )),
+                Ok(_) if meta.crc.is_some() => None,
+                // No checksum recorded: the format verifier reads what the index reaches.
+                Ok(_) => {
+                    let check = verify_file(path, false);
+                    (check.exit_code != EXIT_OK).then(|| {
+                        format!(
+                            "table snapshot {name}: the format verifier found it {}",
+                            check.status
+                        )
+                    })
+                }
+            };
+            if let Some(what) = what {
+                doc.problems.push(Problem {
+                    file,
+                    offset: 0,
+                    what,
+                });
+            }
+        }
+        doc.snapshots.push(SnapshotCheck {
+            name,
+            table: Some(snap.info.table.name.to_string()),
+            files: snap.files.len() as u64,
+            status: if doc.problems.len() == before {
+                "ok"
+            } else {
+                "corrupt"
+            },
+        });
+    }
+}
+
 fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
     let mut doc = VerifyDoc {
         dir: dir.display().to_string(),
@@ -250,6 +359,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
         files: Vec::new(),
         problems: Vec::new(),
         wal: None,
+        snapshots: Vec::new(),
         warnings: Vec::new(),
         exit_code: EXIT_OK,
     };
@@ -331,6 +441,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
         }
     });
     doc.warnings.extend(orphans(dir, &state, log.number));
+    check_snapshots(dir, &mut doc);
     let files_code = doc.files.iter().map(|f| f.check.exit_code).max();
     let files_code = files_code.unwrap_or(EXIT_OK);
     let problems_code = if doc.problems.is_empty() {
@@ -366,6 +477,13 @@ fn text(doc: &VerifyDoc) -> String {
         s.push_str(&format!(
             "WAL from segment {}: {} ({} record(s)){detail}\n",
             w.from_segment, w.status, w.records
+        ));
+    }
+    for snap in &doc.snapshots {
+        let table = snap.table.as_deref().unwrap_or("?");
+        s.push_str(&format!(
+            "table snapshot {} of {table}: {} ({} file(s))\n",
+            snap.name, snap.status, snap.files
         ));
     }
     for w in &doc.warnings {
