@@ -93,6 +93,14 @@ pub struct TableSnapshotInfo {
     pub bytes: u64,
 }
 
+impl TableSnapshotInfo {
+    /// Decode and check the bytes of a snapshot's `SNAPSHOT` descriptor (SPEC.md §17.13), as
+    /// `name`. Any damage is `Corruption`; never panics (fuzzed).
+    pub fn parse_descriptor(name: &str, bytes: &[u8]) -> Result<TableSnapshotInfo> {
+        Descriptor::decode(Path::new(DESCRIPTOR), bytes).map(|d| d.info(name))
+    }
+}
+
 /// A snapshot's descriptor, decoded and checked.
 #[derive(Debug, Clone)]
 struct Descriptor {
