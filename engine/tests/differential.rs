@@ -38,6 +38,11 @@
 //!   and `create_table`). These found two engine bugs: sequence numbers given out again after
 //!   a dropped table's unflushed writes and two idle reopens, and a flush poisoning the
 //!   database when its family was dropped under it (tests in `db_recovery.rs`).
+//! - One sequence in five takes a table snapshot or two (`Db::snapshot_table`) and restores one
+//!   later (`TableRestore`): the table, settings included, must read as the model kept at the
+//!   snapshot, whatever was written, altered, recreated or truncated since, across reopens and
+//!   power losses; sequence numbers go on. (With the snapshot's flush left out, the first
+//!   such sequence diverges.)
 //! - One sequence in six on the in-memory file system writes with `FsyncWal` and loses power
 //!   once or twice (`PowerLoss`: `SimFs::crash` under one of its four policies, taken while
 //!   background flushes and compactions may be half done, then `Db::open` of the image). Every
@@ -408,6 +413,11 @@ enum Op {
     RecreateFamily(usize),
     /// HBase's `truncate`: `drop_table`, then `create_table` with the same settings.
     Truncate,
+    /// `Db::snapshot_table` of the table (it flushes first); the model is kept with it.
+    TableSnap,
+    /// `Db::restore_table_snapshot` of the k-th table snapshot taken (modulo how many;
+    /// nothing if none yet): the table, settings included, goes back to that model's.
+    TableRestore(usize),
     /// `Db::major_compact` of one family or all.
     MajorCompact {
         family: Option<usize>,
@@ -926,6 +936,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
     let mut ops: Vec<Op> = (0..n).map(|_| g.op()).collect();
     manual_clock(seed, &mut setup, &mut ops);
     alters(seed, &setup, &mut ops);
+    table_snapshots(seed, &mut ops);
     power_losses(seed, &mut setup, &mut ops);
     second_table(seed, &mut setup, &mut ops);
     let full = |raw| Op::Scan {
@@ -1118,6 +1129,22 @@ fn power_losses(seed: u64, setup: &mut Setup, ops: &mut Vec<Op>) {
     }
 }
 
+/// One sequence in five takes a table snapshot or two and restores one later: everything
+/// since (writes, alters, recreated families, truncates) must go, and the table read as the
+/// model kept at the snapshot (SPEC.md §17.13). A generator of its own, as for the clock.
+fn table_snapshots(seed: u64, ops: &mut Vec<Op>) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5A95_0700_5A95_0700);
+    if !rng.random_bool(0.2) || ops.is_empty() {
+        return;
+    }
+    for _ in 0..rng.random_range(1..=2) {
+        let at = rng.random_range(0..ops.len());
+        ops.insert(at, Op::TableSnap);
+        let later = rng.random_range(at + 1..=ops.len());
+        ops.insert(later, Op::TableRestore(rng.random_range(0..2)));
+    }
+}
+
 /// About one sequence in three alters its table once or twice ([`AlterSpec`]), at random
 /// points. A generator of its own, as for the clock.
 fn alters(seed: u64, setup: &Setup, ops: &mut Vec<Op>) {
@@ -1181,6 +1208,8 @@ struct Engine {
     sim: Option<cellar::fs::SimFs>,
     /// The second table's model, if the sequence has one.
     second: Option<Model>,
+    /// Table snapshots taken: name, the model and the settings at that point.
+    table_snaps: Vec<(String, Model, Schema)>,
 }
 
 /// Every family setting of the table, as `Db::alter_table` takes them.
@@ -1368,6 +1397,7 @@ impl Engine {
             schema,
             sim,
             second,
+            table_snaps: Vec::new(),
         })
     }
 
@@ -2832,6 +2862,30 @@ fn exec(
                 .map_err(|e| engine_err("create_table", e))?;
             model.entries.clear();
         }
+        Op::TableSnap => {
+            let name = format!("d{}", eng.table_snaps.len());
+            eng.db()
+                .snapshot_table(TABLE, &name)
+                .map_err(|e| engine_err("snapshot_table", e))?;
+            // It flushed every memstore first, and that flush purges like any other.
+            flushed(model);
+            eng.table_snaps
+                .push((name, model.clone(), eng.schema.clone()));
+        }
+        Op::TableRestore(k) => {
+            if !eng.table_snaps.is_empty() {
+                let (name, saved, schema) = eng.table_snaps[k % eng.table_snaps.len()].clone();
+                eng.db()
+                    .restore_table_snapshot(&name)
+                    .map_err(|e| engine_err("restore_table_snapshot", e))?;
+                // Sequence numbers go on; cells, settings and the purges their files had
+                // are the snapshot's.
+                let seq = model.seq;
+                *model = saved;
+                model.seq = seq;
+                eng.schema = schema;
+            }
+        }
         Op::Alter(a) => {
             let (f, spec) = eng.schema.alter(a);
             eng.db()
@@ -3100,6 +3154,7 @@ fn kind(op: &Op) -> &'static str {
         Op::MajorCompact { .. } | Op::Compact => "compact",
         Op::Tick(_) => "tick",
         Op::Alter(_) | Op::RecreateFamily(_) | Op::Truncate | Op::UTruncate => "alter",
+        Op::TableSnap | Op::TableRestore(_) => "table_snapshot",
         Op::UWrite(_) => "write",
         Op::UScan => "scan",
     }
