@@ -40,6 +40,8 @@ pub const POINTS: &[&str] = &[
     "current.before_rename",
     // CURRENT swap: renamed, directory not yet synced.
     "current.after_rename",
+    // Table snapshot: files linked and synced, descriptor written as SNAPSHOT.part, not renamed.
+    "table_snapshot.before_rename",
 ];
 
 /// Mark a kill point (see the module doc). Nothing without the `kill-points` feature.

@@ -30,7 +30,7 @@
 //! one never goes); every HFile on disk is live (no orphan after open) and verifies clean, and
 //! there is one manifest (6).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -128,6 +128,10 @@ pub struct HarnessReport {
     pub maybe_lost: u64,
     /// HFiles verified after recoveries (summed).
     pub files_verified: u64,
+    /// Table snapshots cloned and checked after recoveries (summed).
+    pub snapshots_checked: u64,
+    /// Table snapshots the children deleted.
+    pub snapshots_deleted: u64,
     /// Invariant violations, described.
     pub violations: Vec<String>,
     /// The WAL backend the children ran.
@@ -159,12 +163,14 @@ impl HarnessReport {
         )?;
         writeln!(
             out,
-            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified",
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted)",
             self.acked_checked,
             self.maybe_applied + self.maybe_lost,
             self.maybe_applied,
             self.maybe_lost,
-            self.files_verified
+            self.files_verified,
+            self.snapshots_checked,
+            self.snapshots_deleted
         )?;
         if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
             writeln!(
@@ -358,10 +364,12 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(120));
                 n += 1;
-                let r = if n % 6 == 0 {
-                    db.major_compact(TABLE, None)
-                } else {
-                    db.flush()
+                let r = match n % 6 {
+                    0 => db.major_compact(TABLE, None),
+                    // A table snapshot: `SB` before the call, `SA` once it returned (the
+                    // harness then holds it to every row acknowledged before `SB`).
+                    2 | 4 => table_snapshot(&db, cycle, n),
+                    _ => db.flush(),
                 };
                 if let Err(e) = r {
                     say(&format!("V maintenance: {e}"));
@@ -379,6 +387,34 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
     }
     say("DONE");
     0
+}
+
+/// Table snapshots the child keeps at most; older ones are deleted (`DB`, then `DA`).
+const KEEP_SNAPSHOTS: usize = 3;
+
+/// Take a table snapshot of the workload's table, then delete the oldest beyond
+/// [`KEEP_SNAPSHOTS`], saying each step.
+fn table_snapshot(db: &Db, cycle: u64, n: u64) -> cellar::Result<()> {
+    let name = format!("s{cycle:05}-{n:05}");
+    say(&format!("SB {name}"));
+    db.snapshot_table(TABLE, &name)?;
+    say(&format!("SA {name}"));
+    let all = db.list_table_snapshots()?;
+    for old in all.iter().take(all.len().saturating_sub(KEEP_SNAPSHOTS)) {
+        say(&format!("DB {}", old.name));
+        db.delete_table_snapshot(&old.name)?;
+        say(&format!("DA {}", old.name));
+    }
+    Ok(())
+}
+
+/// A table snapshot the harness knows of.
+#[derive(Debug, Clone)]
+struct SnapExpect {
+    /// Rows it must hold: acknowledged before it began, no delete begun before it returned.
+    required: Vec<String>,
+    /// `SA` seen: it must survive every crash until its delete begins.
+    acked: bool,
 }
 
 /// The expected state of a row across cycles.
@@ -405,6 +441,10 @@ struct Harness {
     dir: PathBuf,
     rng: Rng,
     expect: HashMap<String, Expect>,
+    /// Table snapshots begun and not deleted, by name.
+    snaps: BTreeMap<String, SnapExpect>,
+    /// Table snapshots whose delete began: present or not, whole if present.
+    snaps_deleting: BTreeSet<String>,
     report: HarnessReport,
 }
 
@@ -427,6 +467,8 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         dir,
         rng: rng(args.seed),
         expect: HashMap::new(),
+        snaps: BTreeMap::new(),
+        snaps_deleting: BTreeSet::new(),
         report: HarnessReport::default(),
     };
     let mut points = Vec::new();
@@ -567,6 +609,38 @@ impl Harness {
                 }
                 (Some("I"), Some(k), Some("D")) => {
                     self.expect.insert(k.to_owned(), Expect::MaybeDelete);
+                    // A snapshot not yet returned may or may not see this delete.
+                    for snap in self.snaps.values_mut().filter(|s| !s.acked) {
+                        snap.required.retain(|r| r != k);
+                    }
+                }
+                (Some("SB"), Some(name), _) => {
+                    let required = self
+                        .expect
+                        .iter()
+                        .filter(|(_, e)| **e == Expect::Present)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    self.snaps.insert(
+                        name.to_owned(),
+                        SnapExpect {
+                            required,
+                            acked: false,
+                        },
+                    );
+                }
+                (Some("SA"), Some(name), _) => {
+                    if let Some(s) = self.snaps.get_mut(name) {
+                        s.acked = true;
+                    }
+                }
+                (Some("DB"), Some(name), _) => {
+                    self.snaps.remove(name);
+                    self.snaps_deleting.insert(name.to_owned());
+                }
+                (Some("DA"), Some(name), _) => {
+                    self.snaps_deleting.remove(name);
+                    self.report.snapshots_deleted += 1;
                 }
                 (Some("A"), Some(k), Some("D")) => {
                     self.expect.insert(k.to_owned(), Expect::Absent);
@@ -693,6 +767,62 @@ impl Harness {
         if manifests != 1 {
             return Err(format!("{manifests} manifests after open"));
         }
+        self.verify_snapshots(&db)
+    }
+
+    /// Every table snapshot acknowledged and not being deleted is there, and a clone of it
+    /// holds every row it must, whole, and no row never written; one begun and not
+    /// acknowledged is there whole or not at all; one deleted is gone.
+    fn verify_snapshots(&mut self, db: &Db) -> Result<(), String> {
+        let listed: BTreeSet<String> = db
+            .list_table_snapshots()
+            .map_err(|e| format!("list_table_snapshots: {e}"))?
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        for name in &listed {
+            if !self.snaps.contains_key(name) && !self.snaps_deleting.contains(name) {
+                return Err(format!("table snapshot {name} is back after its delete"));
+            }
+        }
+        let mut gone = Vec::new();
+        for (name, snap) in &self.snaps {
+            if !listed.contains(name) {
+                if snap.acked {
+                    return Err(format!("acknowledged table snapshot {name} lost"));
+                }
+                gone.push(name.clone());
+                continue;
+            }
+            const CHECK: &str = "snapshot_check";
+            db.clone_table_snapshot(name, CHECK)
+                .map_err(|e| format!("clone of table snapshot {name}: {e}"))?;
+            let mut found = BTreeSet::new();
+            let t = db.table(CHECK).map_err(|e| e.to_string())?;
+            for r in t.scan(Scan::new()).map_err(|e| format!("scan: {e}"))? {
+                let row = r.map_err(|e| format!("scan of snapshot {name}: {e}"))?;
+                let key = String::from_utf8_lossy(&row.key).into_owned();
+                if !self.expect.contains_key(&key) {
+                    return Err(format!("table snapshot {name}: phantom row {key}"));
+                }
+                row_is_whole(&key, &row)
+                    .map_err(|e| format!("table snapshot {name}: torn row: {e}"))?;
+                found.insert(key);
+            }
+            if let Some(k) = snap.required.iter().find(|k| !found.contains(*k)) {
+                return Err(format!(
+                    "table snapshot {name} lacks row {k}, acknowledged before it"
+                ));
+            }
+            drop(t);
+            db.drop_table(CHECK).map_err(|e| e.to_string())?;
+            self.report.snapshots_checked += 1;
+        }
+        // Begun, never acknowledged, and not there: it never will be.
+        for name in gone {
+            self.snaps.remove(&name);
+        }
+        self.snaps_deleting.retain(|n| listed.contains(n));
         Ok(())
     }
 }

@@ -34,6 +34,10 @@ fn every_kill_point_once_and_ten_random_kills() {
     );
     assert_eq!(report.random_kills, 10);
     assert!(report.acked_checked > 0, "nothing was acknowledged");
+    assert!(
+        report.snapshots_checked > 0,
+        "no table snapshot was checked"
+    );
     if with_points {
         assert_eq!(
             report.points_never_hit(),

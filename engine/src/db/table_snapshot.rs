@@ -413,6 +413,7 @@ impl DbInner {
             .and_then(|()| file.sync_data())
             .map_err(|e| Error::io(&part, "writing a table snapshot's descriptor", e))?;
         drop(file);
+        crate::kill_point!("table_snapshot.before_rename");
         let path = snap.join(DESCRIPTOR);
         fs.rename(&part, &path)
             .and_then(|()| fs.sync_dir(snap))
