@@ -191,7 +191,16 @@ impl Descriptor {
         if !others.is_empty() || table.family_ids.len() != table.descriptor.families.len() {
             return Err(bad(at + start, "fields a snapshot does not hold".into()));
         }
-        for f in &edit.added_files {
+        if let Err(e) = table.descriptor.validate() {
+            return Err(bad(at + start, e.to_string()));
+        }
+        for (i, f) in edit.added_files.iter().enumerate() {
+            let twice = edit.added_files[..i]
+                .iter()
+                .any(|g| (g.family, g.number) == (f.family, f.number));
+            if twice {
+                return Err(bad(at + start, format!("file {} listed twice", f.number)));
+            }
             if !table.family_ids.contains(&f.family) || f.level as usize >= NUM_LEVELS {
                 return Err(bad(
                     at + start,
@@ -607,5 +616,123 @@ impl DbInner {
                 .map_err(|e| Error::io(d, "syncing a family directory", e))?;
         }
         Ok(added)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::FamilyDescriptor;
+
+    fn file(number: u64, family: u32, level: u32) -> FileMeta {
+        FileMeta {
+            number,
+            family,
+            level,
+            size: 100 + number,
+            smallest: b"a".to_vec(),
+            largest: b"z".to_vec(),
+            min_seq: 1,
+            max_seq: 50,
+            min_ts: 1,
+            max_ts: 2,
+            entries: 3,
+            deletes: 0,
+            created_ms: 7,
+            crc: Some(0xdead_beef),
+        }
+    }
+
+    fn table() -> TableEntry {
+        TableEntry {
+            id: 4,
+            descriptor: TableDescriptor::new("ns:t")
+                .family(FamilyDescriptor::new("a"))
+                .family(FamilyDescriptor::new("b").max_versions(3)),
+            family_ids: vec![7, 9],
+        }
+    }
+
+    /// A descriptor's bytes around any edit.
+    fn framed(edit: &VersionEdit) -> Vec<u8> {
+        let mut payload = Vec::new();
+        put_varint32(&mut payload, DESCRIPTOR_FORMAT);
+        put_varint64(&mut payload, 1234);
+        payload.extend_from_slice(&edit.encode());
+        let mut out = Vec::new();
+        record::encode(0, 1, &payload, &mut out);
+        out
+    }
+
+    fn edit(files: Vec<FileMeta>) -> VersionEdit {
+        VersionEdit {
+            last_seq: Some(100),
+            added_files: files,
+            put_tables: vec![table()],
+            ..VersionEdit::default()
+        }
+    }
+
+    fn refused(bytes: &[u8]) -> String {
+        match Descriptor::decode(Path::new("SNAPSHOT"), bytes) {
+            Err(Error::Corruption { what, .. }) => what,
+            other => panic!("accepted or not corruption: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_descriptor_round_trips() {
+        let d = Descriptor {
+            created_ms: 1234,
+            table: table(),
+            seq: 100,
+            files: vec![file(3, 7, 0), file(5, 9, 6)],
+        };
+        let bytes = d.encode();
+        assert_eq!(bytes, framed(&edit(d.files.clone())));
+        let back = Descriptor::decode(Path::new("SNAPSHOT"), &bytes).unwrap();
+        assert_eq!(back.table, d.table);
+        assert_eq!(back.files, d.files);
+        assert_eq!((back.created_ms, back.seq), (1234, 100));
+        let info = TableSnapshotInfo::parse_descriptor("x", &bytes).unwrap();
+        assert_eq!((info.files, info.bytes, info.seq), (2, 208, 100));
+    }
+
+    #[test]
+    fn descriptors_that_no_snapshot_writes_are_refused() {
+        let ok = framed(&edit(vec![file(3, 7, 0)]));
+        let mut longer = ok.clone();
+        longer.push(0);
+        assert!(refused(&longer).contains("bytes after it"));
+        let mut other = edit(vec![file(3, 7, 0)]);
+        other.deleted_files.push((7, 0, 2));
+        assert!(refused(&framed(&other)).contains("does not hold"));
+        let no_seq = VersionEdit {
+            last_seq: None,
+            ..edit(vec![])
+        };
+        assert!(refused(&framed(&no_seq)).contains("no last_seq"));
+        let two_tables = VersionEdit {
+            put_tables: vec![table(), table()],
+            ..edit(vec![])
+        };
+        assert!(refused(&framed(&two_tables)).contains("exactly one table"));
+        assert!(refused(&framed(&edit(vec![file(3, 8, 0)]))).contains("not of the table"));
+        assert!(refused(&framed(&edit(vec![file(3, 7, 7)]))).contains("not of the table"));
+        let mut newer = file(3, 7, 0);
+        newer.max_seq = 101;
+        assert!(refused(&framed(&edit(vec![newer]))).contains("above the snapshot"));
+        assert!(refused(&framed(&edit(vec![file(3, 7, 0), file(3, 7, 1)]))).contains("twice"));
+        let mut bad_family = edit(vec![]);
+        bad_family.put_tables[0].descriptor.families[1].max_versions = 0;
+        assert!(refused(&framed(&bad_family)).contains("VERSIONS"));
+        // Format 2 is a later build's.
+        let mut payload = Vec::new();
+        put_varint32(&mut payload, 2);
+        put_varint64(&mut payload, 0);
+        let mut later = Vec::new();
+        record::encode(0, 1, &payload, &mut later);
+        assert!(refused(&later).contains("format 2"));
+        assert!(refused(&[]).contains("empty"));
     }
 }
