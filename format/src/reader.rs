@@ -639,6 +639,94 @@ impl<R: ReadAt> HFileReader<R> {
         Ok(out)
     }
 
+    /// The data block a seek to `target` would search (`None` when every key of the file is
+    /// before it), found through the index alone: no data block is read. Size estimates over
+    /// key ranges take its offset (RocksDB's `GetApproximateSizes` does the same).
+    pub fn data_block_for(&self, target: &KeyRef<'_>) -> Result<Option<BlockHandle>> {
+        let (mut block, mut handle, mut ty) = (
+            self.root.clone(),
+            self.trailer.root_index,
+            BlockType::RootIndex,
+        );
+        for depth in 0..usize::from(self.trailer.index_levels).max(1) {
+            let mut it = BlockIter::new(block);
+            it.seek(target)
+                .map_err(|m| self.corrupt(handle, ty.region(), m))?;
+            if !it.valid() {
+                return Ok(None);
+            }
+            let child = self.decode_index_value(it.value(), handle, ty)?.handle;
+            let child_ty = self.child_type(depth);
+            if child_ty == BlockType::Data {
+                return Ok(Some(child));
+            }
+            block = self.read_keyed(child, child_ty)?;
+            (handle, ty) = (child, child_ty);
+        }
+        Ok(None)
+    }
+
+    /// Where the data blocks end: one past the last data block's envelope (0 for a file
+    /// without cells). Inline index blocks lie among the data, so this is what a share of the
+    /// file's data by offset is taken of. Reads index blocks only.
+    pub fn data_blocks_end(&self) -> Result<u64> {
+        Ok(self
+            .descend_by_offset(u64::MAX)?
+            .map_or(0, |(h, _)| h.end()))
+    }
+
+    /// HBase's midkey: the first key of the data block that holds the middle byte of the
+    /// file's data blocks. `None` for a file without cells. Reads index blocks only. A region
+    /// split point is the row of the largest file's midkey.
+    pub fn mid_key(&self) -> Result<Option<Vec<u8>>> {
+        let end = self.data_blocks_end()?;
+        Ok(self
+            .descend_by_offset(end / 2)?
+            .map(|(_, first_key)| first_key))
+    }
+
+    /// Descend the index to the data block holding byte `at` of the file (the last one when
+    /// `at` is past the data): its handle and first key. Every child lies before its parent
+    /// and each level's blocks lie in key order (SPEC.md §5's layout rule), so an index
+    /// block's offset is past all the data under it, and the first entry whose child ends
+    /// at or beyond `at` covers it.
+    fn descend_by_offset(&self, at: u64) -> Result<Option<(BlockHandle, Vec<u8>)>> {
+        let (mut block, mut handle, mut ty) = (
+            self.root.clone(),
+            self.trailer.root_index,
+            BlockType::RootIndex,
+        );
+        for depth in 0..usize::from(self.trailer.index_levels).max(1) {
+            let fail = |m| self.corrupt(handle, ty.region(), m);
+            let child_ty = self.child_type(depth);
+            let mut it = BlockIter::new(block.clone());
+            it.seek_to_first().map_err(fail)?;
+            let mut chosen: Option<(BlockHandle, Vec<u8>)> = None;
+            while it.valid() {
+                let v = self.decode_index_value(it.value(), handle, ty)?;
+                let reach = if child_ty == BlockType::Data {
+                    v.handle.end()
+                } else {
+                    v.handle.offset
+                };
+                chosen = Some((v.handle, v.first_key.to_vec()));
+                if reach > at {
+                    break;
+                }
+                it.next().map_err(fail)?;
+            }
+            let Some((child, first_key)) = chosen else {
+                return Ok(None);
+            };
+            if child_ty == BlockType::Data {
+                return Ok(Some((child, first_key)));
+            }
+            block = self.read_keyed(child, child_ty)?;
+            (handle, ty) = (child, child_ty);
+        }
+        Ok(None)
+    }
+
     /// Decode an index entry's value read from a block at `h` of type `ty`.
     pub fn decode_index_value<'v>(
         &self,

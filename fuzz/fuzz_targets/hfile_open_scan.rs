@@ -1,6 +1,7 @@
 //! Arbitrary bytes as a whole file: open (checksums off and on), scan forward (with `next`
 //! and with `run_forward`, which must agree) and backward, seek, `get_column`,
-//! `may_contain_row`, and `verify`. Nothing may panic. Each file is also
+//! `may_contain_row`, the range estimates (`data_block_for`, `mid_key`), and `verify`.
+//! Nothing may panic. Each file is also
 //! read through a cache that grants the reader its block map (built on the second seek from
 //! the whole index), and on a clean file every seek through the map lands where the index
 //! descent lands.
@@ -154,7 +155,20 @@ fn exercise(r: &HFileReader<&[u8]>, raw: &[u8], sound: bool) -> (Scan, Scan) {
         let _ = r.may_contain_row(t.row);
         let _ = r.may_contain_column(t.row, t.qualifier);
         let _ = r.get_column(t.row, t.qualifier);
+        // Range estimates: the block a seek searches, found through the index alone. The
+        // seek ends there or, when the target falls between that block's last key and its
+        // separator, in a later block.
+        if let (true, Ok(h)) = (sound, r.data_block_for(&t)) {
+            if it.seek(&t).is_ok() {
+                match (h, it.data_block()) {
+                    (Some(h), Some(b)) => assert!(h.offset <= b.offset, "seek went back"),
+                    (None, Some(_)) => panic!("a seek found a block past the index's last"),
+                    _ => {}
+                }
+            }
+        }
     }
+    let _ = (r.mid_key(), r.data_blocks_end());
     (fwd, back)
 }
 

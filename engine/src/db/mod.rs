@@ -32,6 +32,7 @@ mod ingest;
 mod level_iter;
 mod mutation;
 mod options;
+mod range;
 mod read;
 mod rmw;
 mod rowlock;
@@ -55,6 +56,7 @@ pub use explain::{ExplainSource, ExplainedCell, Explanation, SourceDecision, Sou
 pub use ingest::{IngestInfo, IngestOptions, IngestedFile};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
+pub use range::RangeEstimate;
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
 pub use snapshot::Snapshot;

@@ -1,0 +1,136 @@
+//! Estimates over a table's row ranges, for the layer that shards tables into regions
+//! (ECOSYSTEM.md §5.3's range primitives; HBase's region size and split point).
+//!
+//! Both read the files' indexes only, never a data block:
+//! - [`Table::estimate_range`] adds up, per family and file, the bytes and cells of the files
+//!   inside the range, and for a file the range cuts, the share of its data blocks between
+//!   the blocks a seek to the range's ends would read (RocksDB's `GetApproximateSizes`): exact
+//!   to a block's size per end.
+//! - [`Table::split_point`] is HBase's: the row of the midkey of the largest file of the family
+//!   that holds the most bytes, unless that row is the file's first (then the largest file is
+//!   one row, or nearly, and no row splits it).
+//!
+//! Memstore cells are not counted: flush first to include them.
+
+use cellar_format::cell::CellKey;
+use cellar_format::KeyRef;
+
+use super::Table;
+use crate::compaction::picker::{row, Rows};
+use crate::error::{Error, Result};
+
+/// What [`Table::estimate_range`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RangeEstimate {
+    /// Bytes of the files' data in the range (whole files inside it, shares of the others).
+    pub bytes: u64,
+    /// Cells in the range (every version and delete marker; shares as for bytes).
+    pub cells: u64,
+    /// Files holding rows in the range.
+    pub files: u64,
+}
+
+impl Table {
+    /// Estimate the bytes and cells the table's files hold for rows in `[start, stop)` (an
+    /// empty `stop`: to the end), from their indexes. Memstore cells are not counted.
+    ///
+    /// ```
+    /// use cellar::{Db, FamilyDescriptor, Options, Put, TableDescriptor};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let t = db.table("t")?;
+    /// for i in 0..10_000 {
+    ///     t.put(Put::new(format!("r{i:05}")).add("cf", "q", vec![7u8; 100]))?;
+    /// }
+    /// db.flush()?;
+    /// let all = t.estimate_range(b"", b"")?;
+    /// let half = t.estimate_range(b"r05000", b"")?;
+    /// assert!(half.bytes > all.bytes / 3 && half.bytes < all.bytes * 2 / 3);
+    /// let split = t.split_point()?.unwrap();
+    /// assert!(split > b"r03000".to_vec() && split < b"r07000".to_vec());
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn estimate_range(&self, start: &[u8], stop: &[u8]) -> Result<RangeEstimate> {
+        let inner = &self.db.inner;
+        let sv = inner.sv();
+        let info = sv
+            .tables
+            .get(&self.name)
+            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
+        let below_stop = |r: &[u8]| stop.is_empty() || r < stop;
+        let mut est = RangeEstimate::default();
+        for fam in &info.families {
+            let Some(levels) = sv.version.levels(fam.id) else {
+                continue;
+            };
+            for f in levels.iter().flatten() {
+                let rows = Rows::of(f);
+                if rows.hi < start || !below_stop(rows.lo) {
+                    continue;
+                }
+                if rows.lo >= start && below_stop(rows.hi) {
+                    est.bytes += f.size;
+                    est.cells += f.entries;
+                    est.files += 1;
+                    continue;
+                }
+                let r = inner.reader(fam.id, f.number)?;
+                let end = r.data_blocks_end()?;
+                let offset = |at: &[u8]| -> Result<u64> {
+                    let key = CellKey::first_on_row(at).encode();
+                    let key = KeyRef::parse(&key).map_err(|m| {
+                        Error::InvalidArgument(format!("row of {} bytes: {m}", at.len()))
+                    })?;
+                    Ok(r.data_block_for(&key)?.map_or(end, |h| h.offset))
+                };
+                let a = offset(start)?;
+                let b = if stop.is_empty() { end } else { offset(stop)? };
+                let part = b.saturating_sub(a);
+                if part == 0 {
+                    continue;
+                }
+                // The share of the data region, applied to the whole file (index and bloom
+                // grow with the data) and to its cells.
+                let share =
+                    |n: u64| (u128::from(n) * u128::from(part) / u128::from(end.max(1))) as u64;
+                est.bytes += share(f.size);
+                est.cells += share(f.entries);
+                est.files += 1;
+            }
+        }
+        Ok(est)
+    }
+
+    /// HBase's split point: the row of the midkey of the largest file of the family holding
+    /// the most bytes. `None` when the table has no files or that row is its file's first
+    /// (no row would split it). Memstore cells do not count: flush first.
+    pub fn split_point(&self) -> Result<Option<Vec<u8>>> {
+        let inner = &self.db.inner;
+        let sv = inner.sv();
+        let info = sv
+            .tables
+            .get(&self.name)
+            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
+        let largest = info
+            .families
+            .iter()
+            .filter_map(|fam| {
+                let levels = sv.version.levels(fam.id)?;
+                let bytes: u64 = levels.iter().flatten().map(|f| f.size).sum();
+                let file = levels.iter().flatten().max_by_key(|f| f.size)?;
+                Some((bytes, fam.id, file.clone()))
+            })
+            .max_by_key(|(bytes, ..)| *bytes);
+        let Some((_, family, file)) = largest else {
+            return Ok(None);
+        };
+        let r = inner.reader(family, file.number)?;
+        let Some(mid) = r.mid_key()? else {
+            return Ok(None);
+        };
+        let mid_row = row(&mid);
+        Ok((mid_row != row(&file.smallest)).then(|| mid_row.to_vec()))
+    }
+}
