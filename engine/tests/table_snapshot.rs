@@ -539,3 +539,50 @@ fn a_power_loss_during_a_delete_leaves_the_snapshot_or_nothing() {
         run(Some(n), n);
     }
 }
+
+/// A full disk at any write of a snapshot (its copies, where links are missing) or a clone:
+/// `NoSpace`, nothing left behind, the database still writable, and the same call works once
+/// space is back.
+#[test]
+fn a_full_disk_fails_the_call_with_no_space_and_leaves_nothing() {
+    let ffs = FaultFs::new(SimFs::new());
+    let db = Db::open(Path::new("/db"), sim_opts(&ffs)).unwrap();
+    db.create_table(schema()).unwrap();
+    write(&db, 0, 120, "one", 50);
+    db.flush().unwrap();
+    let files = db.stats().live_files;
+    let full = || {
+        ffs.add_rule(Rule::on(cellar::fs::OpKind::Write, Fault::NoSpace).path("/db/"));
+    };
+    full();
+    let e = db.snapshot_table("t", "s").unwrap_err();
+    assert!(e.is_no_space(), "{e}");
+    ffs.clear_rules();
+    assert!(db.list_table_snapshots().unwrap().is_empty());
+    assert_eq!(
+        ffs.list(&Path::new("/db").join(SNAPSHOTS_DIR)).unwrap(),
+        Vec::<String>::new()
+    );
+    db.table("t")
+        .unwrap()
+        .put(Put::new("later").add("a", "q", "v"))
+        .unwrap();
+    db.snapshot_table("t", "s").unwrap();
+    let at_snapshot = raw(&db, "t");
+    full();
+    let e = db.clone_table_snapshot("s", "c").unwrap_err();
+    assert!(e.is_no_space(), "{e}");
+    ffs.clear_rules();
+    assert!(!db.table_exists("c").unwrap());
+    let data = Path::new("/db/data");
+    let on_disk: u64 = ffs
+        .list(data)
+        .unwrap()
+        .into_iter()
+        .map(|d| ffs.list(&data.join(d)).unwrap().len() as u64)
+        .sum();
+    assert_eq!(on_disk, db.stats().live_files, "orphan files of the clone");
+    db.clone_table_snapshot("s", "c").unwrap();
+    assert_eq!(db.stats().live_files, on_disk + files + 1);
+    assert_eq!(raw(&db, "c"), at_snapshot);
+}
