@@ -114,6 +114,8 @@ pub struct Crash {
     pub maybe_lost: u64,
     /// HFiles verified after recoveries.
     pub files_verified: u64,
+    /// Table snapshots cloned and checked after recoveries (summed over cycles).
+    pub snapshots_checked: u64,
     /// Kill points.
     pub kill_points: KillPoints,
 }
@@ -384,12 +386,13 @@ impl Report {
                 "checked",
                 format!(
                     "{} acknowledged writes, {} in flight at a kill ({} applied, {} lost), \
-                     {} HFiles verified",
+                     {} HFiles verified, {} table snapshots cloned",
                     c.acked_checked,
                     c.maybe_applied + c.maybe_lost,
                     c.maybe_applied,
                     c.maybe_lost,
-                    c.files_verified
+                    c.files_verified,
+                    c.snapshots_checked
                 ),
             ),
         ];

@@ -125,6 +125,7 @@ pub(super) fn crash(exe: &Path, seed: u64, slice: Duration) -> Result<Crash> {
         maybe_applied: r.maybe_applied,
         maybe_lost: r.maybe_lost,
         files_verified: r.files_verified,
+        snapshots_checked: r.snapshots_checked,
         kill_points,
     })
 }
