@@ -760,8 +760,26 @@ fn verify_checks_table_snapshots() {
         "{}",
         r.stdout
     );
+    // `cellar levels` lists it, and the bytes only it keeps: all of them, after the
+    // compaction replaced the table's files.
+    let v = json(&cellar(&["levels", "db", "--format", "json"], d.path()));
+    let snap = &v["snapshots"][0];
+    assert_eq!(snap["name"], "s1");
+    assert_eq!(snap["table"], "t");
+    assert!(snap["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(snap["exclusive_bytes"], snap["bytes"]);
+    let r = cellar(&["levels", "db"], d.path());
+    assert!(r.stdout.contains("Table snapshots: 1\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("ONLY IN SNAPSHOT"), "{}", r.stdout);
     // A snapshot cut short: a warning.
     std::fs::create_dir_all(dir.join("snapshots/half/data")).unwrap();
+    let r = cellar(&["levels", "db"], d.path());
+    assert!(
+        r.stdout
+            .contains("warning: table snapshot half was cut short"),
+        "{}",
+        r.stdout
+    );
     let v = json(&cellar(&["verify", "db", "--format", "json"], d.path()));
     assert_eq!(v["exit_code"], 0, "{v}");
     assert_eq!(v["snapshots"][0]["name"], "half");

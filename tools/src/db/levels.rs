@@ -48,6 +48,20 @@ struct TableJson {
     families: Vec<FamilyJson>,
 }
 
+/// One table snapshot (`snapshots/{name}/`), and what it keeps on disk.
+#[derive(Debug, Serialize)]
+struct SnapshotJson {
+    name: String,
+    table: String,
+    created_ms: u64,
+    seq: u64,
+    num_files: u64,
+    bytes: u64,
+    /// Bytes of its files the live version no longer lists: disk space only the snapshot
+    /// keeps (deleting it frees them).
+    exclusive_bytes: u64,
+}
+
 /// The `--format json` document (a contract: fields are only ever added).
 #[derive(Debug, Serialize)]
 struct LevelsDoc {
@@ -59,6 +73,9 @@ struct LevelsDoc {
     num_files: usize,
     bytes: u64,
     tables: Vec<TableJson>,
+    /// Table snapshots, by name (a damaged or unfinished one is left out, with a warning).
+    snapshots: Vec<SnapshotJson>,
+    warnings: Vec<String>,
 }
 
 fn document(dir: &Path, manifest: String, state: &ManifestState) -> LevelsDoc {
@@ -110,7 +127,37 @@ fn document(dir: &Path, manifest: String, state: &ManifestState) -> LevelsDoc {
         num_files: version.num_files(),
         bytes: version.all_files().map(|f| f.size).sum(),
         tables,
+        snapshots: Vec::new(),
+        warnings: Vec::new(),
     }
+}
+
+/// Each table snapshot of the database in `dir`, with the bytes only it keeps.
+fn snapshots(dir: &Path, state: &ManifestState, doc: &mut LevelsDoc) -> Result<()> {
+    let live = state.live_files();
+    for (name, read) in inspect::read_table_snapshots(&RealFs, dir)? {
+        match read {
+            Ok(snap) => doc.snapshots.push(SnapshotJson {
+                table: snap.info.table.name.to_string(),
+                created_ms: snap.info.created_ms,
+                seq: snap.info.seq,
+                num_files: snap.info.files,
+                bytes: snap.info.bytes,
+                exclusive_bytes: snap
+                    .files
+                    .iter()
+                    .filter(|(_, f)| !live.contains(&f.number))
+                    .map(|(_, f)| f.size)
+                    .sum(),
+                name,
+            }),
+            Err(cellar::Error::SnapshotNotFound(_)) => doc.warnings.push(format!(
+                "table snapshot {name} was cut short (no descriptor)"
+            )),
+            Err(e) => doc.warnings.push(format!("table snapshot {name}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 fn plural(n: usize, what: &str) -> String {
@@ -189,6 +236,41 @@ fn text(doc: &LevelsDoc) -> String {
             }
         }
     }
+    if !doc.snapshots.is_empty() {
+        s.push_str(&format!("\nTable snapshots: {}\n", doc.snapshots.len()));
+        let mut tab = Table::new(
+            &[
+                "SNAPSHOT",
+                "TABLE",
+                "SEQ",
+                "FILES",
+                "SIZE",
+                "ONLY IN SNAPSHOT",
+            ],
+            &[
+                Align::Left,
+                Align::Left,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+            ],
+        );
+        for snap in &doc.snapshots {
+            tab.row(vec![
+                snap.name.clone(),
+                snap.table.clone(),
+                snap.seq.to_string(),
+                snap.num_files.to_string(),
+                human_size(snap.bytes),
+                human_size(snap.exclusive_bytes),
+            ]);
+        }
+        tab.render(2, &mut s);
+    }
+    for w in &doc.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
     s
 }
 
@@ -202,7 +284,8 @@ pub fn run<W: Write>(args: &LevelsArgs, mut out: W) -> Result<i32> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let doc = document(dir, name, &state);
+    let mut doc = document(dir, name, &state);
+    snapshots(dir, &state, &mut doc)?;
     emit(&mut out, args.common.format, &doc, text)?;
     Ok(EXIT_OK)
 }
