@@ -598,6 +598,38 @@ impl Db {
         self.inner.materialize_snapshot(name, None)
     }
 
+    /// The largest sequence number such that every write at or below it is in HFiles, durable
+    /// without the WAL: what a replication log outside the engine (written with
+    /// `Durability::SkipWal`) may be truncated to. Grows as flushes install. (ECOSYSTEM.md
+    /// §5.3's WAL control; HBase's flushed sequence id.)
+    ///
+    /// ```
+    /// use cellar::{Db, Durability, FamilyDescriptor, Options, Put, TableDescriptor, WriteOptions};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let skip = WriteOptions::durability(Durability::SkipWal);
+    /// let seq = db.table("t")?.put_with(Put::new("r").add("cf", "q", "v"), skip)?;
+    /// assert!(db.flushed_seq() < seq); // only in a memstore
+    /// db.flush()?;
+    /// assert!(db.flushed_seq() >= seq);
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn flushed_seq(&self) -> SeqNo {
+        // The read point first: every write at or below it is in the memstores or the files
+        // of any later super-version (a frozen memstore leaves only with its file's install).
+        let read_point = self.inner.visibility.read_point();
+        let sv = self.inner.sv();
+        let in_memory = sv
+            .mems
+            .values()
+            .flat_map(|m| std::iter::once(&m.active).chain(&m.frozen))
+            .filter(|m| !m.is_empty())
+            .map(|m| m.min_seq())
+            .min();
+        in_memory.map_or(read_point, |s| read_point.min(s.saturating_sub(1)))
+    }
+
     /// Pin the current state: reads `at` the snapshot see exactly the writes acknowledged
     /// before it, for as long as it lives.
     pub fn snapshot(&self) -> Snapshot {
