@@ -3,14 +3,15 @@
 //! checkpoint cut short is refused at open; files are linked on a real file system and copied
 //! where links are missing.
 
+mod common;
+
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
 use cellar::{
-    CheckpointInfo, Db, Delete, Durability, Error, FamilyDescriptor, Get, Options, Put, Row,
-    RowMutations, Scan, TableDescriptor, WriteOptions,
+    CheckpointInfo, Db, Delete, Durability, Error, FamilyDescriptor, Get, Options, Put, Row, Scan,
+    TableDescriptor, WriteOptions,
 };
 
 fn schema(db: &Db) {
@@ -154,32 +155,7 @@ fn a_checkpoint_under_concurrent_writers_keeps_batches_whole_and_acknowledged_wr
     let opts = Options::default().write_buffer_size(64 << 10);
     let db = Db::open(d.path().join("src"), opts).unwrap();
     schema(&db);
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
-    let handles: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (db, stop, acked) = (db.clone(), stop.clone(), acked.clone());
-            std::thread::spawn(move || {
-                let t = db.table("t").unwrap();
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    i += 1;
-                    let row = format!("w{w}-{i:08}");
-                    let v = format!("{i:0>200}");
-                    let rm = RowMutations::new(row.clone())
-                        .put(Put::new(row.clone()).add("a", "q", v.clone()))
-                        .put(Put::new(row).add("b", "q", v));
-                    t.mutate_row(rm, WriteOptions::default()).unwrap();
-                    acked[w].store(i, Ordering::Release);
-                }
-            })
-        })
-        .collect();
-    let wait_for = |n: u64| {
-        while acked.iter().any(|a| a.load(Ordering::Acquire) < n) {
-            std::thread::yield_now();
-        }
-    };
+    let writers = common::BatchWriters::start(&db, "t", WRITERS);
     // Up to 8 checkpoints while the writers run: each must hold whole batches and every
     // acknowledged write. At least one must also have replayed writes from its copied WAL
     // (ones that landed after its flush); a single checkpoint cannot promise that, since a
@@ -187,8 +163,8 @@ fn a_checkpoint_under_concurrent_writers_keeps_batches_whole_and_acknowledged_wr
     let mut taken = Vec::new();
     let mut floor = 1500;
     for k in 0..8 {
-        wait_for(floor);
-        let before: Vec<u64> = acked.iter().map(|a| a.load(Ordering::Acquire)).collect();
+        writers.wait_for(floor);
+        let before = writers.acked();
         let cp = d.path().join(format!("cp{k}"));
         let info = db.checkpoint(&cp).unwrap();
         floor = before.iter().map(|b| b + 300).max().unwrap();
@@ -198,11 +174,8 @@ fn a_checkpoint_under_concurrent_writers_keeps_batches_whole_and_acknowledged_wr
             break;
         }
     }
-    wait_for(floor);
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
+    writers.wait_for(floor);
+    writers.stop();
     db.close().unwrap();
     assert!(
         taken.iter().any(|&r| r > 0),

@@ -4,14 +4,15 @@
 //! restore are all or nothing across crashes, and restored tables never get back the writes
 //! made after the snapshot, not even from the WAL.
 
+mod common;
+
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cellar::fs::{CrashPolicy, Fault, FaultFs, FileSystem, Rule, SimFs};
 use cellar::{
-    Db, Delete, Error, FamilyDescriptor, Options, Put, Row, RowMutations, Scan, TableDescriptor,
-    TableSnapshotOptions, WriteOptions, SNAPSHOTS_DIR,
+    Db, Delete, Error, FamilyDescriptor, Options, Put, Row, Scan, TableDescriptor,
+    TableSnapshotOptions, SNAPSHOTS_DIR,
 };
 
 fn schema() -> TableDescriptor {
@@ -65,6 +66,16 @@ fn quiet() -> Options {
     let mut o = Options::default();
     o.compaction.threads = 0;
     o
+}
+
+/// HFiles under `/db/data` on `fs`.
+fn hfiles_on(fs: &dyn FileSystem) -> u64 {
+    let data = Path::new("/db/data");
+    fs.list(data)
+        .unwrap()
+        .into_iter()
+        .map(|d| fs.list(&data.join(d)).unwrap().len() as u64)
+        .sum()
 }
 
 fn sim_opts(fs: &FaultFs<SimFs>) -> Options {
@@ -313,36 +324,11 @@ fn a_snapshot_under_concurrent_writers_keeps_batches_whole_and_acknowledged_writ
     let opts = Options::default().write_buffer_size(64 << 10);
     let db = Db::open(d.path(), opts).unwrap();
     db.create_table(schema()).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
-    let handles: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (db, stop, acked) = (db.clone(), stop.clone(), acked.clone());
-            std::thread::spawn(move || {
-                let t = db.table("t").unwrap();
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    i += 1;
-                    let row = format!("w{w}-{i:08}");
-                    let v = format!("{i:0>200}");
-                    let rm = RowMutations::new(row.clone())
-                        .put(Put::new(row.clone()).add("a", "q", v.clone()))
-                        .put(Put::new(row).add("b", "q", v));
-                    t.mutate_row(rm, WriteOptions::default()).unwrap();
-                    acked[w].store(i, Ordering::Release);
-                }
-            })
-        })
-        .collect();
-    let wait_for = |n: u64| {
-        while acked.iter().any(|a| a.load(Ordering::Acquire) < n) {
-            std::thread::yield_now();
-        }
-    };
+    let writers = common::BatchWriters::start(&db, "t", WRITERS);
     let mut floor = 500;
     for k in 0..6 {
-        wait_for(floor);
-        let before: Vec<u64> = acked.iter().map(|a| a.load(Ordering::Acquire)).collect();
+        writers.wait_for(floor);
+        let before = writers.acked();
         let skip = k % 2 == 1;
         let name = format!("s{k}");
         db.snapshot_table_with("t", &name, TableSnapshotOptions::default().skip_flush(skip))
@@ -352,10 +338,7 @@ fn a_snapshot_under_concurrent_writers_keeps_batches_whole_and_acknowledged_writ
         db.clone_table_snapshot(&name, &clone).unwrap();
         check_whole(&db, &clone, (!skip).then_some(&before[..]));
     }
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
+    writers.stop();
 }
 
 /// Rows of table `name` from the concurrent test: every batch in both families or neither,
@@ -444,13 +427,7 @@ fn power_loss_sweep(what: &str, step: impl Fn(&Db) -> cellar::Result<()>) {
         }
         // No file of a failed step stays behind in data/ once the database is reopened,
         // and a snapshot cut short goes at the next snapshot operation.
-        let data = Path::new("/db/data");
-        let on_disk: u64 = after
-            .list(data)
-            .unwrap()
-            .into_iter()
-            .map(|d| after.list(&data.join(d)).unwrap().len() as u64)
-            .sum();
+        let on_disk = hfiles_on(&after);
         assert_eq!(on_disk, db.stats().live_files, "{why}: orphan files");
         db.snapshot_table("t", "later").unwrap();
         let root = Path::new("/db").join(SNAPSHOTS_DIR);
@@ -574,13 +551,7 @@ fn a_full_disk_fails_the_call_with_no_space_and_leaves_nothing() {
     assert!(e.is_no_space(), "{e}");
     ffs.clear_rules();
     assert!(!db.table_exists("c").unwrap());
-    let data = Path::new("/db/data");
-    let on_disk: u64 = ffs
-        .list(data)
-        .unwrap()
-        .into_iter()
-        .map(|d| ffs.list(&data.join(d)).unwrap().len() as u64)
-        .sum();
+    let on_disk = hfiles_on(&ffs);
     assert_eq!(on_disk, db.stats().live_files, "orphan files of the clone");
     db.clone_table_snapshot("s", "c").unwrap();
     assert_eq!(db.stats().live_files, on_disk + files + 1);

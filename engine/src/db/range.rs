@@ -15,6 +15,7 @@
 use cellar_format::cell::CellKey;
 use cellar_format::KeyRef;
 
+use super::sv::{SuperVersion, TableInfo};
 use super::Table;
 use crate::compaction::picker::{row, Rows};
 use crate::error::{Error, Result};
@@ -32,6 +33,14 @@ pub struct RangeEstimate {
 }
 
 impl Table {
+    /// The table in `sv`, or `TableNotFound` (dropped since the handle was made).
+    fn info<'s>(&self, sv: &'s SuperVersion) -> Result<&'s TableInfo> {
+        sv.tables
+            .get(&self.name)
+            .map(|t| &**t)
+            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))
+    }
+
     /// Estimate the bytes and cells the table's files hold for rows in `[start, stop)` (an
     /// empty `stop`: to the end), from their indexes. Memstore cells are not counted.
     ///
@@ -55,10 +64,7 @@ impl Table {
     pub fn estimate_range(&self, start: &[u8], stop: &[u8]) -> Result<RangeEstimate> {
         let inner = &self.db.inner;
         let sv = inner.sv();
-        let info = sv
-            .tables
-            .get(&self.name)
-            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
+        let info = self.info(&sv)?;
         let below_stop = |r: &[u8]| stop.is_empty() || r < stop;
         let mut est = RangeEstimate::default();
         for fam in &info.families {
@@ -109,10 +115,7 @@ impl Table {
     pub fn split_point(&self) -> Result<Option<Vec<u8>>> {
         let inner = &self.db.inner;
         let sv = inner.sv();
-        let info = sv
-            .tables
-            .get(&self.name)
-            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
+        let info = self.info(&sv)?;
         let largest = info
             .families
             .iter()

@@ -175,3 +175,71 @@ pub fn flip_byte(path: &Path, offset: u64) {
     f.write_all_at(&b, offset).unwrap();
     f.sync_all().unwrap();
 }
+
+/// Writer threads each putting rows `w{w}-{i:08}` to families `a` and `b` of `table` in one
+/// `RowMutations` (value: `i` zero-padded to 200 bytes), counting what was acknowledged: for
+/// tests that cut a copy of the table while they write (checkpoints, table snapshots) and
+/// check it holds whole batches and every acknowledged one.
+pub struct BatchWriters {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<Vec<std::sync::atomic::AtomicU64>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BatchWriters {
+    /// Start `n` writers on `table`.
+    pub fn start(db: &Db, table: &str, n: usize) -> BatchWriters {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+        let handles = (0..n)
+            .map(|w| {
+                let (db, stop, acked) = (db.clone(), stop.clone(), acked.clone());
+                let t = db.table(table).unwrap();
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        i += 1;
+                        let row = format!("w{w}-{i:08}");
+                        let v = format!("{i:0>200}");
+                        let rm = cellar::RowMutations::new(row.clone())
+                            .put(cellar::Put::new(row.clone()).add("a", "q", v.clone()))
+                            .put(cellar::Put::new(row).add("b", "q", v));
+                        t.mutate_row(rm, cellar::WriteOptions::default()).unwrap();
+                        acked[w].store(i, Ordering::Release);
+                    }
+                })
+            })
+            .collect();
+        BatchWriters {
+            stop,
+            acked,
+            handles,
+        }
+    }
+
+    /// Batches each writer has had acknowledged.
+    pub fn acked(&self) -> Vec<u64> {
+        use std::sync::atomic::Ordering;
+        self.acked
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Wait until every writer has had `n` batches acknowledged.
+    pub fn wait_for(&self, n: u64) {
+        while self.acked().iter().any(|&a| a < n) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Stop the writers and join them.
+    pub fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for h in self.handles {
+            h.join().unwrap();
+        }
+    }
+}
