@@ -361,7 +361,12 @@ impl DbInner {
                 .cloned()
                 .ok_or_else(|| Error::TableNotFound(table.to_string()))?;
             let files = files_of(state, &entry.family_ids);
-            (entry, files, state.last_seq())
+            // The descriptor's seq bounds every file's (its decoder checks that).
+            let seq = files
+                .iter()
+                .map(|f| f.max_seq)
+                .fold(state.last_seq(), u64::max);
+            (entry, files, seq)
         };
         let made = self.write_snapshot(&snap, entry, &files, seq);
         if made.is_err() {
@@ -500,11 +505,11 @@ impl DbInner {
             if into.is_some() && state.table_by_name(&target).is_some() {
                 return Err(Error::TableExists(target.to_string()));
             }
-            if d.seq > state.last_seq() {
+            let last = state.last_seq().max(self.visibility.read_point());
+            if d.seq > last {
                 return Err(Error::InvalidArgument(format!(
-                    "table snapshot {name} holds writes up to seq {}, above this database's {}: taken in another database",
-                    d.seq,
-                    state.last_seq()
+                    "table snapshot {name} holds writes up to seq {}, above this database's {last}: taken in another database",
+                    d.seq
                 )));
             }
             Ok(())
