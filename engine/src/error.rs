@@ -63,6 +63,15 @@ pub enum Error {
     /// A table snapshot of that name exists already.
     #[error("snapshot exists: {0}")]
     SnapshotExists(String),
+    /// The WAL no longer holds every batch after `since` (`Db::changes_since`): flushed
+    /// segments were removed. `oldest` is the smallest `since` a feed can start from now.
+    #[error("changes since seq {since} are no longer in the WAL (a feed can start at seq {oldest} or later)")]
+    ChangesUnavailable {
+        /// The seq asked for.
+        since: u64,
+        /// The smallest seq a feed can start after.
+        oldest: u64,
+    },
     /// No namespace of that name.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),

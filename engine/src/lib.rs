@@ -104,11 +104,12 @@ pub use cache::{CacheStats, KindStats, OpenFileStats};
 pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
-    Append, BackupFile, BackupInfo, Backups, CheckAndMutate, CheckpointInfo, CompactionStats, Db,
-    Delete, ExplainSource, ExplainedCell, Explanation, Increment, IngestInfo, IngestOptions,
-    IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RangeEstimate,
-    RecoveryReport, RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind,
-    Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
+    Append, BackupFile, BackupInfo, Backups, ChangeBatch, ChangeCell, ChangeFeed,
+    ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, ExplainSource,
+    ExplainedCell, Explanation, Increment, IngestInfo, IngestOptions, IngestedFile, LevelStats,
+    MemoryBudget, Mutation, Options, PurgeInfo, Put, RangeEstimate, RecoveryReport, RowMutations,
+    ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table, TableSnapshotInfo,
+    TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -22,6 +22,7 @@
 //!   never waits for compaction, so writers stopped by compaction debt always get unstuck.
 
 mod backup;
+mod changes;
 mod checkpoint;
 mod compact;
 mod explain;
@@ -49,6 +50,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 pub use backup::{BackupFile, BackupInfo, Backups, PurgeInfo};
+pub use changes::{ChangeBatch, ChangeCell, ChangeFeed, ChangeFeedOptions};
 pub(crate) use checkpoint::file_crc;
 pub use checkpoint::CheckpointInfo;
 pub use compact::{CompactionStats, LevelStats};

@@ -786,7 +786,6 @@ impl<W: BatchWriter> Shared<W> {
     }
 
     /// `(written, synced)` watermarks.
-    #[cfg(test)]
     pub(crate) fn watermarks(&self) -> (u64, u64) {
         let s = lock(&self.state);
         (s.written, s.synced)

@@ -48,6 +48,7 @@ pub(crate) use commit::AppendError;
 mod device;
 mod reader;
 pub mod record;
+mod retain;
 mod sync;
 #[cfg(target_os = "linux")]
 mod uring;
@@ -63,6 +64,7 @@ pub use reader::{
     segment_file_name_v1, segment_format, RecoveryMode, ReplaySummary, SkippedRange, TornTail,
 };
 pub use record::WalFormat;
+pub use retain::WalPin;
 pub use sync::SyncDevice;
 #[cfg(target_os = "linux")]
 pub use uring::UringDevice;
@@ -101,6 +103,11 @@ pub struct WalOptions {
     /// `pwrite`, without a system call. Synced groups always go through the device. The
     /// environment variable [`MAPPED_ENV`] (`0` or `1`) overrides this.
     pub mapped_writes: bool,
+    /// Bytes of flushed segments kept on disk for change feeds (`Db::changes_since`): of the
+    /// segments a flush no longer needs, the newest are kept while their sizes (preallocated
+    /// space included) sum to at most this; older ones are removed. 0 (the default) removes
+    /// them at once. A live feed holds the segments it has yet to read regardless.
+    pub retain_bytes: u64,
 }
 
 /// Smallest accepted [`WalOptions::segment_size`].
@@ -118,6 +125,7 @@ impl Default for WalOptions {
             segment_size: 64 << 20,
             backend: BackendKind::Auto,
             mapped_writes: true,
+            retain_bytes: 0,
         }
     }
 }
@@ -184,8 +192,8 @@ pub struct Wal {
     shared: sync_shim::Arc<commit::Shared<writer::Writer>>,
     stats: Arc<StatsInner>,
     backend: BackendKind,
-    fs: SharedFs,
     dir: PathBuf,
+    retention: Arc<retain::Retention>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -372,12 +380,13 @@ impl Wal {
             .name("cellar-wal".into())
             .spawn(move || bg.run_background())
             .map_err(|e| Error::io(dir, "starting the WAL writer thread", e))?;
+        let retention = retain::Retention::new(fs, dir, stats.clone(), opts.retain_bytes);
         Ok(Wal {
             shared,
             stats,
             backend,
-            fs,
             dir: dir.to_path_buf(),
+            retention,
             thread: Some(thread),
         })
     }
@@ -427,27 +436,22 @@ impl Wal {
         self.shared.roll()
     }
 
-    /// Remove every segment numbered below `n` (never the current one) and sync the directory.
-    /// Returns how many were removed. For the engine's flush bookkeeping: call it once the
-    /// records of those segments are persisted elsewhere.
+    /// Segments numbered below `n` are persisted elsewhere (the engine's flush bookkeeping):
+    /// remove those that neither [`WalOptions::retain_bytes`] nor a [`WalPin`] keeps (never the
+    /// current one) and sync the directory. Returns how many were removed.
     pub fn delete_segments_before(&self, n: u64) -> Result<usize> {
-        let limit = n.min(self.stats.current_segment.load(Ordering::Relaxed));
-        let mut removed = 0;
-        for (num, path) in list_segments(&*self.fs, &self.dir)? {
-            if num >= limit {
-                break;
-            }
-            self.fs
-                .remove(&path)
-                .map_err(|e| Error::io(&path, "removing a WAL segment", e))?;
-            removed += 1;
-        }
-        if removed > 0 {
-            self.fs
-                .sync_dir(&self.dir)
-                .map_err(|e| Error::io(&self.dir, "syncing the WAL directory", e))?;
-        }
-        Ok(removed)
+        self.retention.release_below(n)
+    }
+
+    /// Hold `segment` and every later one on disk while the pin lives (a reader of the log).
+    pub fn pin(&self, segment: u64) -> WalPin {
+        self.retention.pin(segment)
+    }
+
+    /// The `(written, synced)` watermarks: every record with a seq at or below the first is
+    /// whole in its segment file (in the OS), at or below the second also fdatasynced.
+    pub fn watermarks(&self) -> (u64, u64) {
+        self.shared.watermarks()
     }
 
     /// Current counters.

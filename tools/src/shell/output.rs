@@ -659,6 +659,7 @@ pub fn error_kind(e: &cellar::Error) -> &'static str {
         E::InvalidArgument(_) => "InvalidArgument",
         E::Closed => "Closed",
         E::MemstoreFull { .. } => "MemstoreFull",
+        E::ChangesUnavailable { .. } => "ChangesUnavailable",
         _ => "Error",
     }
 }

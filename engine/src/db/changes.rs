@@ -1,0 +1,547 @@
+//! The change feed: every committed batch after a sequence number, read back from the WAL in
+//! commit order (SPEC.md §16.8), for replication and change data capture.
+//!
+//! [`Db::changes_since`] pins the WAL (`wal::WalPin`) at the segment holding the first batch
+//! after `since`, and [`ChangeFeed::next_batch`] reads records onward from there, one batch a
+//! call. A batch is handed out only once the WAL's `written` watermark (with
+//! [`ChangeFeedOptions::durable_only`], the `synced` one) and the read point both cover its
+//! seq: its bytes are whole in the file, and readers of the database already see it. Past the
+//! last such batch `next_batch` answers `None`; called again later it goes on from where it
+//! stopped, so a consumer tails the log by polling.
+//!
+//! Why the end of a segment is trusted: the writer finishes a segment before it creates the
+//! next one, and the next one opens with a LINK naming where the previous one's data ended. So
+//! end-of-data (or damage) in a segment with no successor yet is the live tail (bytes still
+//! being written); in a segment that has a successor it must be exactly the LINK's end, or the
+//! log is damaged (`Corruption`). The feed re-reads the old segment after it sees the
+//! successor, since records may have landed between its read and its listing.
+//!
+//! What the feed does not carry: writes made with `Durability::SkipWal`, files loaded by
+//! `Db::ingest`, table snapshot restores and clones, and schema changes. They take seqs (or
+//! none) without WAL records; a consumer that must see them rebuilds from a checkpoint.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+
+use super::Db;
+use crate::error::{Error, Result};
+use crate::fs::File;
+use crate::schema::TableName;
+use crate::types::{FamilyId, SeqNo, Timestamp};
+use crate::wal::record::{self, WalDecoded, WalFormat, WAL_MAX_HEADER_LEN};
+use crate::wal::{self, WalPin};
+use cellar_format::CellType;
+
+/// How a [`ChangeFeed`] reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeFeedOptions {
+    /// Hand out a batch only once it is fdatasynced (survives power loss), not merely written
+    /// and visible. A replica that must never hold a write the primary could lose sets this.
+    pub durable_only: bool,
+}
+
+/// One committed batch: everything one write call wrote, whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeBatch {
+    /// The batch's sequence number (every cell of it carries this one).
+    pub seq: SeqNo,
+    /// Its cells, in the order the batch held them.
+    pub cells: Vec<ChangeCell>,
+}
+
+/// One cell of a [`ChangeBatch`]: a put or a delete marker, with its timestamp resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeCell {
+    /// The table, or `None` when the family was dropped since the write.
+    pub table: Option<TableName>,
+    /// The family's name, or `None` when it was dropped since the write.
+    pub family: Option<String>,
+    /// The family's database-wide id (never reused: a re-created family gets a new one).
+    pub family_id: FamilyId,
+    /// Row key.
+    pub row: Vec<u8>,
+    /// Qualifier (empty for family markers).
+    pub qualifier: Vec<u8>,
+    /// Timestamp (as stored: the write's time for cells written at "now").
+    pub timestamp: Timestamp,
+    /// Put or marker kind.
+    pub cell_type: CellType,
+    /// Value (empty for markers).
+    pub value: Vec<u8>,
+    /// The cell's own TTL (`Put::ttl`), if it has one.
+    pub ttl: Option<Duration>,
+}
+
+impl ChangeBatch {
+    /// The same cells as a [`super::WriteBatch`] of puts and deletes at their exact
+    /// timestamps: what a replica applies to reproduce the batch. Cells of dropped families
+    /// are left out.
+    pub fn to_write_batch(&self) -> super::WriteBatch {
+        use super::{Delete, Put};
+        let mut b = super::WriteBatch::new();
+        for c in &self.cells {
+            let (Some(table), Some(family)) = (&c.table, &c.family) else {
+                continue;
+            };
+            let table = table.to_string();
+            let (row, q, ts) = (c.row.clone(), c.qualifier.clone(), c.timestamp);
+            b = match c.cell_type {
+                CellType::Put => {
+                    let mut p = Put::new(row).add_at(family, q, ts, c.value.clone());
+                    if let Some(ttl) = c.ttl {
+                        p = p.ttl(ttl);
+                    }
+                    b.put(&table, p)
+                }
+                CellType::Delete => b.delete(&table, Delete::new(row).column_at(family, q, ts)),
+                CellType::DeleteColumn => {
+                    b.delete(&table, Delete::new(row).columns_at(family, q, ts))
+                }
+                CellType::DeleteFamily => b.delete(&table, Delete::new(row).family_at(family, ts)),
+                CellType::DeleteFamilyVersion => {
+                    b.delete(&table, Delete::new(row).family_version(family, ts))
+                }
+            };
+        }
+        b
+    }
+}
+
+/// What the reader found at its position in the current segment.
+enum Step {
+    /// A batch record: its seq, payload range in `buf`, and framed length.
+    Record {
+        seq: SeqNo,
+        payload: std::ops::Range<usize>,
+        len: usize,
+    },
+    /// A SEAL, skipped.
+    Skip(usize),
+    /// A LINK at offset 0.
+    Link {
+        previous: u64,
+        previous_end: u64,
+        len: usize,
+    },
+    /// End of written data.
+    End,
+    /// Bytes that do not decode: the live tail, or damage.
+    Damaged(String),
+}
+
+/// The segment being read.
+struct Segment {
+    number: u64,
+    path: PathBuf,
+    format: WalFormat,
+    file: Arc<dyn File>,
+}
+
+/// An open change feed: see the module docs. Holds the WAL segments it has yet to read on disk
+/// while it lives (drop it when done).
+pub struct ChangeFeed {
+    db: Db,
+    opts: ChangeFeedOptions,
+    pin: WalPin,
+    seg: Segment,
+    /// Offset of the next record in the segment.
+    pos: u64,
+    /// Bytes of the segment from offset `buf_at`.
+    buf: Vec<u8>,
+    buf_at: u64,
+    /// The highest seq handed out, or `since`.
+    position: SeqNo,
+    /// The highest seq read from the log (handed out or skipped): seqs must increase.
+    last_read: SeqNo,
+    /// The seq below which (inclusive) batches may be handed out, as last learned.
+    upper: SeqNo,
+    /// The segment read before this one and where its data ended, for the LINK check.
+    came_from: Option<(u64, u64)>,
+    names: FxHashMap<FamilyId, (TableName, String)>,
+}
+
+impl std::fmt::Debug for ChangeFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeFeed")
+            .field("position", &self.position)
+            .field("segment", &self.seg.number)
+            .field("offset", &self.pos)
+            .finish()
+    }
+}
+
+/// Smallest read from a segment: records are small, so one read serves many.
+const READ_AHEAD: usize = 64 << 10;
+
+fn open_segment(db: &Db, number: u64, path: PathBuf) -> Result<Segment> {
+    let file = db
+        .inner
+        .fs
+        .open(&path)
+        .map_err(|e| Error::io(&path, "opening WAL segment", e))?;
+    Ok(Segment {
+        number,
+        format: wal::segment_format(&path),
+        path,
+        file,
+    })
+}
+
+impl Db {
+    /// A feed of every batch committed after `since` (see [`ChangeFeed`]); `since` is the last
+    /// seq the caller has (0 for the whole log, a write's returned seq, or
+    /// [`ChangeBatch::seq`]).
+    ///
+    /// Fails with [`Error::ChangesUnavailable`] when the WAL no longer holds every batch after
+    /// `since` (flushed segments are removed unless [`crate::wal::WalOptions::retain_bytes`]
+    /// keeps them), and with `InvalidArgument` for a `since` beyond the last seq given out.
+    ///
+    /// ```
+    /// use cellar::{Db, FamilyDescriptor, Options, Put, TableDescriptor};
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let start = db.flushed_seq();
+    /// let seq = db.table("t")?.put(Put::new("r").add_at("cf", "q", 7, "v"))?;
+    /// let mut feed = db.changes_since(start)?;
+    /// let batch = feed.next_batch()?.unwrap();
+    /// assert_eq!(batch.seq, seq);
+    /// assert_eq!(batch.cells[0].row, b"r");
+    /// assert_eq!(batch.cells[0].family.as_deref(), Some("cf"));
+    /// assert!(feed.next_batch()?.is_none()); // caught up; poll again later
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn changes_since(&self, since: SeqNo) -> Result<ChangeFeed> {
+        self.changes_since_with(since, ChangeFeedOptions::default())
+    }
+
+    /// [`Db::changes_since`] with options.
+    pub fn changes_since_with(&self, since: SeqNo, opts: ChangeFeedOptions) -> Result<ChangeFeed> {
+        let inner = &self.inner;
+        // Hold everything while the start is searched: nothing listed below can vanish.
+        let mut pin = inner.wal.pin(0);
+        let upper = self.feed_upper(opts);
+        let given = inner.wal.watermarks().0.max(inner.visibility.read_point());
+        if since > given {
+            return Err(Error::InvalidArgument(format!(
+                "changes since seq {since}: no seq above {given} has been given out"
+            )));
+        }
+        let segs = wal::list_segments(&*inner.fs, inner.wal.dir())?;
+        let Some(last) = segs.last().cloned() else {
+            return Err(Error::Corruption {
+                file: inner.wal.dir().to_path_buf(),
+                offset: 0,
+                what: "the WAL directory holds no segment".into(),
+            });
+        };
+        // The segment to start in: the last whose first batch is at or below since + 1.
+        let mut start: Option<(u64, PathBuf)> = None;
+        let mut oldest: Option<SeqNo> = None;
+        for (n, path) in &segs {
+            let Some(first) = first_seq(self, *n, path)? else {
+                continue;
+            };
+            oldest.get_or_insert(first);
+            if first > since.saturating_add(1) {
+                break;
+            }
+            start = Some((*n, path.clone()));
+        }
+        // No batch at or below since + 1 is held: the feed is whole only if none after `since`
+        // existed before the oldest one held (or, with none held, before the next to come).
+        let floor = oldest.unwrap_or(upper.saturating_add(1));
+        if start.is_none() && since.saturating_add(1) < floor {
+            return Err(Error::ChangesUnavailable {
+                since,
+                oldest: floor - 1,
+            });
+        }
+        // With no start found and no error, no segment holds a batch: begin at the newest.
+        let (number, path) = start.unwrap_or(last);
+        pin.move_to(number);
+        let seg = open_segment(self, number, path)?;
+        Ok(ChangeFeed {
+            db: self.clone(),
+            opts,
+            pin,
+            seg,
+            pos: 0,
+            buf: Vec::new(),
+            buf_at: 0,
+            position: since,
+            last_read: 0,
+            upper,
+            came_from: None,
+            names: FxHashMap::default(),
+        })
+    }
+
+    /// The highest seq a feed may hand out now: covered by the WAL's watermark and the read
+    /// point (an `AsyncWal` write is visible before it is written, a `SyncWal` one written
+    /// before it is visible).
+    fn feed_upper(&self, opts: ChangeFeedOptions) -> SeqNo {
+        let (written, synced) = self.inner.wal.watermarks();
+        let wal = if opts.durable_only { synced } else { written };
+        wal.min(self.inner.visibility.read_point())
+    }
+}
+
+/// The seq of the first batch record of a segment, if it holds one (a segment may hold only
+/// its LINK, or a SEAL).
+fn first_seq(db: &Db, number: u64, path: &std::path::Path) -> Result<Option<SeqNo>> {
+    let seg = open_segment(db, number, path.to_path_buf())?;
+    let mut r = Reader {
+        seg: &seg,
+        buf: Vec::new(),
+        buf_at: 0,
+        fresh: false,
+    };
+    let mut pos = 0u64;
+    loop {
+        match r.step(pos)? {
+            Step::Record { seq, .. } => return Ok(Some(seq)),
+            Step::Skip(len) | Step::Link { len, .. } => pos += len as u64,
+            Step::End | Step::Damaged(_) => return Ok(None),
+        }
+    }
+}
+
+/// Decoding at an offset of a segment through a read-ahead buffer.
+struct Reader<'a> {
+    seg: &'a Segment,
+    buf: Vec<u8>,
+    buf_at: u64,
+    /// Whether the last `step` read its bytes from the file (rather than the buffer, which
+    /// may predate records written since).
+    fresh: bool,
+}
+
+impl Reader<'_> {
+    /// Make `buf` hold `[pos, pos + need)` where the file has those bytes (fewer at its end).
+    fn fill(&mut self, pos: u64, need: usize) -> Result<()> {
+        let have_end = self.buf_at + self.buf.len() as u64;
+        if pos >= self.buf_at && pos + need as u64 <= have_end {
+            return Ok(());
+        }
+        self.fresh = true;
+        let path = &self.seg.path;
+        let len = self
+            .seg
+            .file
+            .len()
+            .map_err(|e| Error::io(path, "reading WAL segment length", e))?;
+        let n = need.max(READ_AHEAD) as u64;
+        let n = n.min(len.saturating_sub(pos));
+        let n = usize::try_from(n).map_err(|_| Error::Corruption {
+            file: path.clone(),
+            offset: pos,
+            what: "segment larger than the address space".into(),
+        })?;
+        self.buf.clear();
+        self.buf.resize(n, 0);
+        self.buf_at = pos;
+        self.seg
+            .file
+            .read_exact_at(&mut self.buf, pos)
+            .map_err(|e| Error::io(path, "reading WAL segment", e))
+    }
+
+    fn step(&mut self, pos: u64) -> Result<Step> {
+        self.fresh = false;
+        self.fill(pos, WAL_MAX_HEADER_LEN)?;
+        let off = (pos - self.buf_at) as usize;
+        if let Some(len) = record::peek_wal_len(self.seg.format, &self.buf[off..]) {
+            self.fill(pos, len)?;
+        }
+        let off = (pos - self.buf_at) as usize;
+        let data = &self.buf[off..];
+        Ok(
+            match record::decode_wal(self.seg.format, data, self.seg.number) {
+                Ok(WalDecoded::Record(r)) => {
+                    let start = off + (r.payload.as_ptr() as usize - data.as_ptr() as usize);
+                    Step::Record {
+                        seq: r.seq,
+                        payload: start..start + r.payload.len(),
+                        len: r.len,
+                    }
+                }
+                Ok(WalDecoded::Seal { len, .. }) => Step::Skip(len),
+                Ok(WalDecoded::Link {
+                    previous,
+                    previous_end,
+                    len,
+                }) => {
+                    if pos == 0 {
+                        Step::Link {
+                            previous,
+                            previous_end,
+                            len,
+                        }
+                    } else {
+                        Step::Damaged("link record inside the segment".into())
+                    }
+                }
+                Ok(WalDecoded::End) => Step::End,
+                Err(e) => Step::Damaged(e.to_string()),
+            },
+        )
+    }
+}
+
+impl ChangeFeed {
+    /// The last seq handed out (or the `since` the feed began after): where a consumer that
+    /// stops now resumes with [`Db::changes_since`].
+    pub fn position(&self) -> SeqNo {
+        self.position
+    }
+
+    /// The next committed batch, or `None` when every batch visible so far was handed out
+    /// (call again later to follow the log). `Corruption` when the log is damaged where it
+    /// was finished, or seqs do not increase.
+    pub fn next_batch(&mut self) -> Result<Option<ChangeBatch>> {
+        loop {
+            let mut r = Reader {
+                seg: &self.seg,
+                buf: std::mem::take(&mut self.buf),
+                buf_at: self.buf_at,
+                fresh: false,
+            };
+            let step = r.step(self.pos);
+            let fresh = r.fresh;
+            (self.buf, self.buf_at) = (r.buf, r.buf_at);
+            match step? {
+                Step::Record { seq, payload, len } => {
+                    if seq <= self.last_read {
+                        return Err(self.corruption(format!(
+                            "seq {seq} does not follow seq {}",
+                            self.last_read
+                        )));
+                    }
+                    if seq <= self.position {
+                        self.last_read = seq;
+                        self.pos += len as u64;
+                        continue;
+                    }
+                    if seq > self.upper {
+                        self.upper = self.db.feed_upper(self.opts);
+                        if seq > self.upper {
+                            return Ok(None);
+                        }
+                    }
+                    let cells = self.decode(seq, payload)?;
+                    self.last_read = seq;
+                    self.position = seq;
+                    self.pos += len as u64;
+                    return Ok(Some(ChangeBatch { seq, cells }));
+                }
+                Step::Skip(len) => self.pos += len as u64,
+                Step::Link {
+                    previous,
+                    previous_end,
+                    len,
+                } => {
+                    if let Some((prev, end)) = self.came_from {
+                        if (previous, previous_end) != (prev, end) {
+                            return Err(self.corruption(format!(
+                                "segment {} follows segment {previous} up to offset \
+                                 {previous_end}, but the log read segment {prev} up to {end}",
+                                self.seg.number
+                            )));
+                        }
+                    }
+                    self.pos += len as u64;
+                }
+                // Buffered bytes of the tail may predate records written since: look again.
+                Step::End | Step::Damaged(_) if !fresh => self.buf.clear(),
+                // The live tail, or the end of a finished segment: `next_segment` tells.
+                Step::End | Step::Damaged(_) => {
+                    if !self.next_segment()? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// At the end of the current segment's readable data: move to the next segment if the
+    /// writer has started one (then this one is finished). Returns whether the feed moved.
+    fn next_segment(&mut self) -> Result<bool> {
+        // Bytes at the tail may be written yet: the next look reads them afresh.
+        self.buf.clear();
+        let next = wal::list_segments(&*self.db.inner.fs, self.db.inner.wal.dir())?
+            .into_iter()
+            .find(|(n, _)| *n > self.seg.number);
+        let Some((number, path)) = next else {
+            return Ok(false);
+        };
+        // The segment is finished now; what this read found may predate its last records.
+        let mut r = Reader {
+            seg: &self.seg,
+            buf: Vec::new(),
+            buf_at: 0,
+            fresh: false,
+        };
+        match r.step(self.pos)? {
+            Step::End => {}
+            Step::Damaged(what) => {
+                return Err(self.corruption(format!("{what} (in a finished segment)")));
+            }
+            // Records landed since: read them first.
+            _ => return Ok(true),
+        }
+        self.came_from = Some((self.seg.number, self.pos));
+        self.seg = open_segment(&self.db, number, path)?;
+        self.pos = 0;
+        self.pin.move_to(number);
+        Ok(true)
+    }
+
+    fn corruption(&self, what: String) -> Error {
+        Error::Corruption {
+            file: self.seg.path.clone(),
+            offset: self.pos,
+            what,
+        }
+    }
+
+    fn decode(&mut self, seq: SeqNo, payload: std::ops::Range<usize>) -> Result<Vec<ChangeCell>> {
+        let muts = crate::batch::decode(&self.buf[payload], self.seg.format)
+            .map_err(|what| self.corruption(format!("batch of seq {seq}: {what}")))?;
+        if muts.iter().any(|m| !self.names.contains_key(&m.family)) {
+            self.names = family_names(&self.db);
+        }
+        Ok(muts
+            .into_iter()
+            .map(|m| {
+                let named = self.names.get(&m.family);
+                ChangeCell {
+                    table: named.map(|(t, _)| t.clone()),
+                    family: named.map(|(_, f)| f.clone()),
+                    family_id: m.family,
+                    row: m.row.to_vec(),
+                    qualifier: m.qualifier.to_vec(),
+                    timestamp: m.timestamp,
+                    cell_type: m.cell_type,
+                    value: m.value.to_vec(),
+                    ttl: crate::tags::cell_ttl(m.tags).map(Duration::from_millis),
+                }
+            })
+            .collect())
+    }
+}
+
+fn family_names(db: &Db) -> FxHashMap<FamilyId, (TableName, String)> {
+    let sv = db.inner.sv();
+    sv.tables
+        .iter()
+        .flat_map(|(t, info)| {
+            info.families
+                .iter()
+                .map(move |f| (f.id, (t.clone(), f.descriptor.name.clone())))
+        })
+        .collect()
+}

@@ -1,0 +1,172 @@
+//! Which flushed WAL segments stay on disk: the change feed's pins and the retention budget.
+//!
+//! A flush (and an open) tells the WAL that segments below some number are persisted elsewhere
+//! ([`super::Wal::delete_segments_before`]). Without readers of the log that is where they were
+//! removed. The change feed (`crate::db::changes`) reads the log itself, so two things now hold
+//! segments back:
+//! * **Pins.** A live feed pins the segment it reads: no segment at or above the lowest pin is
+//!   removed until the pin moves on or is dropped. A pin is taken under the same lock a removal
+//!   holds for its whole listing and unlinking, so a feed never lists a segment that a removal
+//!   in progress is about to unlink.
+//! * **The budget** ([`super::WalOptions::retain_bytes`]). Of the segments a flush released,
+//!   the newest are kept while their sizes sum to at most the budget; the older ones go,
+//!   oldest first. What stays is therefore always one run of consecutive segment numbers
+//!   ending where the live log begins, which the feed's link check relies on.
+//!
+//! A segment released while pinned is removed when the last pin above it goes (the drop of the
+//! pin runs the removal again) or at the next flush. Kept segments lie below the manifest's log
+//! number, where replay does not read (SPEC.md §16.6, §16.8): they cost disk space only.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::reader::list_segments;
+use super::StatsInner;
+use crate::error::{Error, Result};
+use crate::fs::SharedFs;
+
+#[derive(Debug, Default)]
+struct State {
+    /// Segment number → how many pins hold it.
+    pins: BTreeMap<u64, usize>,
+    /// The largest boundary a caller released: segments below it are flushed.
+    released_below: u64,
+}
+
+/// The WAL's retention bookkeeping, shared by the WAL and every pin.
+#[derive(Debug)]
+pub(crate) struct Retention {
+    fs: SharedFs,
+    dir: PathBuf,
+    stats: Arc<StatsInner>,
+    keep_bytes: u64,
+    state: Mutex<State>,
+}
+
+impl Retention {
+    pub(crate) fn new(
+        fs: SharedFs,
+        dir: &Path,
+        stats: Arc<StatsInner>,
+        keep_bytes: u64,
+    ) -> Arc<Self> {
+        Arc::new(Retention {
+            fs,
+            dir: dir.to_path_buf(),
+            stats,
+            keep_bytes,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Segments below `n` are persisted elsewhere: remove what neither a pin nor the budget
+    /// keeps. Returns how many segments were removed.
+    pub(crate) fn release_below(&self, n: u64) -> Result<usize> {
+        let mut st = self.state.lock();
+        st.released_below = st.released_below.max(n);
+        self.prune(&st)
+    }
+
+    /// Pin `segment` (and everything after it) against removal.
+    pub(crate) fn pin(self: &Arc<Self>, segment: u64) -> WalPin {
+        *self.state.lock().pins.entry(segment).or_insert(0) += 1;
+        WalPin {
+            retention: self.clone(),
+            segment,
+        }
+    }
+
+    fn unpin(&self, st: &mut State, segment: u64) {
+        if let Some(c) = st.pins.get_mut(&segment) {
+            *c -= 1;
+            if *c == 0 {
+                st.pins.remove(&segment);
+            }
+        }
+    }
+
+    fn prune(&self, st: &State) -> Result<usize> {
+        let mut limit = st
+            .released_below
+            .min(self.stats.current_segment.load(Ordering::Relaxed));
+        if let Some((&lowest, _)) = st.pins.first_key_value() {
+            limit = limit.min(lowest);
+        }
+        let candidates: Vec<_> = list_segments(&*self.fs, &self.dir)?
+            .into_iter()
+            .take_while(|(num, _)| *num < limit)
+            .collect();
+        // Keep the newest candidates within the budget; `cut` is how many of the oldest go.
+        let mut cut = candidates.len();
+        if self.keep_bytes > 0 {
+            let mut kept = 0u64;
+            cut = 0;
+            for (i, (_, path)) in candidates.iter().enumerate().rev() {
+                let len = self
+                    .fs
+                    .open(path)
+                    .and_then(|f| f.len())
+                    .map_err(|e| Error::io(path, "reading a WAL segment's size", e))?;
+                kept = kept.saturating_add(len);
+                if kept > self.keep_bytes {
+                    cut = i + 1;
+                    break;
+                }
+            }
+        }
+        for (_, path) in &candidates[..cut] {
+            self.fs
+                .remove(path)
+                .map_err(|e| Error::io(path, "removing a WAL segment", e))?;
+        }
+        if cut > 0 {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, "syncing the WAL directory", e))?;
+        }
+        Ok(cut)
+    }
+}
+
+/// Holds one WAL segment, and every later one, on disk while it lives (see the module docs).
+#[derive(Debug)]
+pub struct WalPin {
+    retention: Arc<Retention>,
+    segment: u64,
+}
+
+impl WalPin {
+    /// The segment held.
+    pub fn segment(&self) -> u64 {
+        self.segment
+    }
+
+    /// Hold `segment` instead (a reader moving on). Moving back is allowed but cannot bring
+    /// back a segment already removed.
+    pub fn move_to(&mut self, segment: u64) {
+        if segment == self.segment {
+            return;
+        }
+        let mut st = self.retention.state.lock();
+        *st.pins.entry(segment).or_insert(0) += 1;
+        self.retention.unpin(&mut st, self.segment);
+        self.segment = segment;
+        if let Err(e) = self.retention.prune(&st) {
+            tracing::warn!(error = %e, "removing WAL segments a change feed released failed");
+        }
+    }
+}
+
+impl Drop for WalPin {
+    fn drop(&mut self) {
+        let mut st = self.retention.state.lock();
+        self.retention.unpin(&mut st, self.segment);
+        if let Err(e) = self.retention.prune(&st) {
+            tracing::warn!(error = %e, "removing WAL segments a change feed released failed");
+        }
+    }
+}

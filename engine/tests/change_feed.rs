@@ -1,0 +1,444 @@
+//! The change feed (`Db::changes_since`, SPEC.md §16.8): every committed batch after a seq, in
+//! commit order, whole, with names; the WAL segments it needs held while it reads; retention
+//! across reopens; `ChangesUnavailable` once they are gone; damage reported, never a wrong
+//! batch; and a replica fed from it that ends up reading like the primary.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cellar::format::CellType;
+use cellar::wal::WalOptions;
+use cellar::{
+    ChangeBatch, ChangeFeedOptions, Db, Delete, Durability, Error, FamilyDescriptor, Options, Put,
+    Scan, TableDescriptor, WriteBatch, WriteOptions,
+};
+use common::{flip_byte, open, wal_records, wal_segments};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// Small segments and memstores, so a few hundred writes roll segments and flush.
+fn small(retain_bytes: u64) -> Options {
+    let mut o = Options {
+        wal: WalOptions {
+            segment_size: 16 << 10,
+            retain_bytes,
+            ..WalOptions::default()
+        },
+        ..Options::default()
+    }
+    .write_buffer_size(64 << 10);
+    o.compaction.threads = 0;
+    o
+}
+
+fn schema(db: &Db) {
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("a").max_versions(10_000))
+            .family(FamilyDescriptor::new("b").max_versions(10_000)),
+    )
+    .unwrap();
+    db.create_namespace("ns").unwrap();
+    db.create_table(
+        TableDescriptor::new("ns:u").family(FamilyDescriptor::new("c").max_versions(10_000)),
+    )
+    .unwrap();
+}
+
+/// Every batch a feed has now.
+fn drain(feed: &mut cellar::ChangeFeed) -> Vec<ChangeBatch> {
+    let mut out = Vec::new();
+    while let Some(b) = feed.next_batch().unwrap() {
+        out.push(b);
+    }
+    out
+}
+
+fn put(i: u64) -> Put {
+    Put::new(format!("r{i:05}")).add_at("a", "q", i, format!("{i:0>120}"))
+}
+
+#[test]
+fn every_batch_in_order_whole_with_names_and_resolved_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), Options::default());
+    schema(&db);
+    let start = db.flushed_seq();
+    let t = db.table("t").unwrap();
+    let s1 = t.put(Put::new("r1").add_at("a", "q", 5, "v1")).unwrap();
+    let s2 = t
+        .put(
+            Put::new("r2")
+                .add_at("b", "x", 6, "v2")
+                .ttl(Duration::from_secs(60)),
+        )
+        .unwrap();
+    let s3 = db
+        .write(
+            WriteBatch::new()
+                .put("t", Put::new("r3").add_at("a", "q", 7, "v3"))
+                .put("ns:u", Put::new("r3").add_at("c", "z", 8, "v4"))
+                .delete("t", Delete::new("r1").columns_at("a", "q", 9)),
+            WriteOptions::default(),
+        )
+        .unwrap();
+    // A version delete without a timestamp is resolved to the newest version's when applied.
+    let s4 = t.delete(Delete::new("r3").column("a", "q")).unwrap();
+    let s5 = t
+        .delete(Delete::new("r2").family_at("b", 10).family_version("a", 11))
+        .unwrap();
+    let s6 = t.put(Put::new("r4").add("a", "q", "now")).unwrap();
+
+    let mut feed = db.changes_since(start).unwrap();
+    let got = drain(&mut feed);
+    assert_eq!(
+        got.iter().map(|b| b.seq).collect::<Vec<_>>(),
+        vec![s1, s2, s3, s4, s5, s6]
+    );
+    assert_eq!(feed.position(), s6);
+    let cell = |b: usize, c: usize| &got[b].cells[c];
+    assert_eq!(cell(0, 0).table.as_ref().unwrap().to_string(), "t");
+    assert_eq!(cell(0, 0).family.as_deref(), Some("a"));
+    assert_eq!(
+        (
+            &cell(0, 0).row[..],
+            &cell(0, 0).qualifier[..],
+            cell(0, 0).timestamp
+        ),
+        (&b"r1"[..], &b"q"[..], 5)
+    );
+    assert_eq!(cell(0, 0).value, b"v1");
+    assert_eq!(cell(1, 0).ttl, Some(Duration::from_secs(60)));
+    assert_eq!(cell(0, 0).ttl, None);
+    // The cross-table batch is one batch, in its order.
+    assert_eq!(got[2].cells.len(), 3);
+    assert_eq!(cell(2, 1).table.as_ref().unwrap().to_string(), "ns:u");
+    assert_eq!(cell(2, 1).family.as_deref(), Some("c"));
+    assert_eq!(cell(2, 2).cell_type, CellType::DeleteColumn);
+    assert_eq!(cell(2, 2).timestamp, 9);
+    assert_eq!(cell(3, 0).cell_type, CellType::Delete);
+    assert_eq!(cell(3, 0).timestamp, 7, "resolved to the newest version");
+    let kinds: Vec<_> = got[4].cells.iter().map(|c| c.cell_type).collect();
+    assert!(
+        kinds.contains(&CellType::DeleteFamily) && kinds.contains(&CellType::DeleteFamilyVersion)
+    );
+    assert!(
+        cell(5, 0).timestamp > 1_000_000_000_000,
+        "\"now\" is resolved"
+    );
+
+    // Caught up: None, then later writes come through the same feed.
+    assert!(feed.next_batch().unwrap().is_none());
+    let s7 = t.put(put(7)).unwrap();
+    assert_eq!(feed.next_batch().unwrap().unwrap().seq, s7);
+    assert!(feed.next_batch().unwrap().is_none());
+
+    // A feed from the middle starts right after it.
+    let mut mid = db.changes_since(s3).unwrap();
+    assert_eq!(
+        drain(&mut mid).iter().map(|b| b.seq).collect::<Vec<_>>(),
+        vec![s4, s5, s6, s7]
+    );
+
+    // A family dropped since: its cells keep their id, without names.
+    db.drop_table("ns:u").unwrap();
+    let mut again = db.changes_since(start).unwrap();
+    let got = drain(&mut again);
+    assert!(got[2].cells[1].table.is_none() && got[2].cells[1].family.is_none());
+    assert_eq!(
+        got[2].to_write_batch().len(),
+        2,
+        "dropped families' cells are left out"
+    );
+
+    // A seq never given out is refused.
+    assert!(matches!(
+        db.changes_since(s7 + 1_000),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn skip_wal_writes_are_not_in_the_feed_and_durable_only_waits_for_an_fsync() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), Options::default());
+    schema(&db);
+    let t = db.table("t").unwrap();
+    let start = db.flushed_seq();
+    let w = |d| WriteOptions::durability(d);
+    let a = t.put_with(put(1), w(Durability::SyncWal)).unwrap();
+    t.put_with(put(2), w(Durability::SkipWal)).unwrap();
+    let c = t.put_with(put(3), w(Durability::AsyncWal)).unwrap();
+    let durable = ChangeFeedOptions { durable_only: true };
+    let mut dfeed = db.changes_since_with(start, durable).unwrap();
+    let mut feed = db.changes_since(start).unwrap();
+    // Written (the async one once the WAL got to it), not synced.
+    let mut seen = Vec::new();
+    for _ in 0..1000 {
+        seen.extend(drain(&mut feed).into_iter().map(|b| b.seq));
+        if seen.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(seen, vec![a, c]);
+    assert!(dfeed.next_batch().unwrap().is_none(), "nothing fsynced yet");
+    let e = t.put_with(put(4), w(Durability::FsyncWal)).unwrap();
+    let got: Vec<_> = drain(&mut dfeed).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, vec![a, c, e]);
+}
+
+#[test]
+fn a_live_feed_holds_the_segments_it_needs_and_lets_go_when_dropped() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), small(0));
+    schema(&db);
+    let t = db.table("t").unwrap();
+    for i in 0..50 {
+        t.put(put(i)).unwrap();
+    }
+    db.flush().unwrap();
+    let from = db.flushed_seq();
+    assert!(
+        matches!(db.changes_since(0), Err(Error::ChangesUnavailable { since: 0, oldest }) if oldest <= from),
+        "flushed segments are gone without retention"
+    );
+    let mut feed = db.changes_since(from).unwrap();
+    let mut seqs = Vec::new();
+    for i in 50..1_000 {
+        seqs.push(t.put(put(i)).unwrap());
+    }
+    db.flush().unwrap();
+    let held = wal_segments(d.path()).len();
+    assert!(
+        held > 10,
+        "the feed holds every segment since it began: {held}"
+    );
+    // Reading moves the pin: segments read past go at the next release.
+    let got: Vec<_> = drain(&mut feed).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, seqs);
+    assert!(wal_segments(d.path()).len() <= 2);
+    let more = t.put(put(5_000)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(feed.next_batch().unwrap().unwrap().seq, more);
+    drop(feed);
+    for i in 0..200 {
+        t.put(put(i)).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(wal_segments(d.path()).len() <= 2);
+}
+
+#[test]
+fn retained_segments_serve_a_feed_across_reopens_until_the_budget_drops_them() {
+    let d = tempfile::tempdir().unwrap();
+    let mut seqs = Vec::new();
+    {
+        let db = open(d.path(), small(u64::MAX));
+        schema(&db);
+        let t = db.table("t").unwrap();
+        for i in 0..600 {
+            seqs.push(t.put(put(i)).unwrap());
+        }
+        db.close().unwrap();
+    }
+    let db = open(d.path(), small(u64::MAX));
+    let t = db.table("t").unwrap();
+    for i in 600..700 {
+        seqs.push(t.put(put(i)).unwrap());
+    }
+    db.flush().unwrap();
+    let mut feed = db.changes_since(0).unwrap();
+    let got: Vec<_> = drain(&mut feed).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, seqs);
+    // A consumer that stopped at a position resumes right after it, after a reopen.
+    let at = seqs[333];
+    drop((feed, t));
+    db.close().unwrap();
+    let db = open(d.path(), small(u64::MAX));
+    let mut feed = db.changes_since(at).unwrap();
+    let got: Vec<_> = drain(&mut feed).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, seqs[334..]);
+    drop(feed);
+    db.close().unwrap();
+
+    // A budget of eight segments: the oldest go at the next release, the rest still serve.
+    let db = open(d.path(), small(8 * (16 << 10)));
+    let t = db.table("t").unwrap();
+    t.put(put(9_999)).unwrap();
+    db.flush().unwrap();
+    let oldest = match db.changes_since(0) {
+        Err(Error::ChangesUnavailable { since: 0, oldest }) => oldest,
+        other => panic!("expected ChangesUnavailable, got {other:?}"),
+    };
+    assert!(oldest > seqs[0] && oldest < seqs[699], "{oldest}");
+    let mut feed = db.changes_since(oldest).unwrap();
+    let got: Vec<_> = drain(&mut feed).into_iter().map(|b| b.seq).collect();
+    let want: Vec<_> = seqs.iter().copied().filter(|s| *s > oldest).collect();
+    assert_eq!(got[..want.len()], want[..]);
+    assert_eq!(got.len(), want.len() + 1);
+}
+
+/// A byte flipped anywhere in a finished segment: the feed hands out a prefix of the true
+/// batches, each exactly as written, then stops at `Corruption`, or reads everything when the
+/// byte lay outside any record; it never panics and never hands out a wrong batch.
+#[test]
+fn damage_in_a_finished_segment_is_corruption_never_a_wrong_batch() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), small(u64::MAX));
+    schema(&db);
+    let t = db.table("t").unwrap();
+    for i in 0..200 {
+        t.put(put(i)).unwrap();
+    }
+    db.flush().unwrap();
+    let truth = drain(&mut db.changes_since(0).unwrap());
+    let segs = wal_segments(d.path());
+    // The second segment: finished, with a LINK before it and a successor after it.
+    let seg = &segs[1];
+    let records = wal_records(seg);
+    assert!(records.len() > 5);
+    let end = records.last().unwrap().2 as u64;
+    let (mut corrupt, mut whole) = (0, 0);
+    for off in (0..end + 16).step_by(3) {
+        flip_byte(seg, off);
+        let mut feed = db.changes_since(0).unwrap();
+        let mut got = Vec::new();
+        let err = loop {
+            match feed.next_batch() {
+                Ok(Some(b)) => got.push(b),
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        flip_byte(seg, off);
+        assert_eq!(got[..], truth[..got.len()], "flip at {off}: a wrong batch");
+        match err {
+            Some(Error::Corruption { .. }) => corrupt += 1,
+            Some(e) => panic!("flip at {off}: {e}"),
+            None => {
+                assert_eq!(
+                    got.len(),
+                    truth.len(),
+                    "flip at {off}: batches lost silently"
+                );
+                whole += 1;
+            }
+        }
+    }
+    assert!(corrupt > 0, "no flip was detected");
+    // Only bytes past the data's end marker may go unnoticed.
+    assert!(whole <= 4, "{whole} flips went unnoticed");
+}
+
+/// Writers on three threads (puts, every delete kind, cross-table batches, ties on
+/// timestamps) while the memstores flush and segments roll; a consumer tails the feed and
+/// applies each batch to a second database. Once caught up, both read alike, every version
+/// and marker's effect included.
+#[test]
+fn a_replica_fed_from_the_feed_reads_like_the_primary() {
+    let d = tempfile::tempdir().unwrap();
+    let primary = open(&d.path().join("p"), small(0));
+    let replica = open(&d.path().join("r"), Options::default());
+    schema(&primary);
+    schema(&replica);
+    let stop = Arc::new(AtomicBool::new(false));
+    let last = Arc::new(AtomicU64::new(0));
+    let written = Arc::new(AtomicU64::new(0));
+    // The feed begins before the writers; its consumer waits until half of their writes are
+    // in, flushed and their segments released: only the feed's pin keeps them.
+    let mut feed = primary.changes_since(primary.flushed_seq()).unwrap();
+    let consumer = {
+        let (replica, stop, last, written) =
+            (replica.clone(), stop.clone(), last.clone(), written.clone());
+        std::thread::spawn(move || {
+            while written.load(Ordering::Acquire) < 2_250 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut applied = 0u64;
+            loop {
+                match feed.next_batch().unwrap() {
+                    Some(b) => {
+                        replica
+                            .write(b.to_write_batch(), WriteOptions::default())
+                            .unwrap();
+                        applied += 1;
+                    }
+                    None if stop.load(Ordering::Acquire)
+                        && feed.position() >= last.load(Ordering::Acquire) =>
+                    {
+                        return applied
+                    }
+                    None => std::thread::sleep(Duration::from_micros(200)),
+                }
+            }
+        })
+    };
+    let writers: Vec<_> = (0..3u64)
+        .map(|w| {
+            let (db, written) = (primary.clone(), written.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(0xfeed + w);
+                let mut top = 0;
+                for _ in 0..1_500 {
+                    let row = format!("r{:03}", rng.random_range(0..60));
+                    let ts = rng.random_range(1..200u64);
+                    let fam = ["a", "b"][rng.random_range(0..2)];
+                    let q = format!("q{}", rng.random_range(0..3));
+                    let b = match rng.random_range(0..10) {
+                        0 => WriteBatch::new().delete("t", Delete::new(row).column_at(fam, q, ts)),
+                        1 => WriteBatch::new().delete("t", Delete::new(row).columns_at(fam, q, ts)),
+                        2 => WriteBatch::new().delete("t", Delete::new(row).family_at(fam, ts)),
+                        3 => {
+                            WriteBatch::new().delete("t", Delete::new(row).family_version(fam, ts))
+                        }
+                        4 => WriteBatch::new().delete("t", Delete::new(row).column(fam, q)),
+                        5 => WriteBatch::new()
+                            .put("t", Put::new(row.clone()).add_at(fam, q, ts, "x"))
+                            .put("ns:u", Put::new(row).add_at("c", "z", ts, format!("{w}"))),
+                        _ => WriteBatch::new().put(
+                            "t",
+                            Put::new(row).add_at(
+                                fam,
+                                q,
+                                ts,
+                                format!("{w}-{ts}-{}", "v".repeat(60)),
+                            ),
+                        ),
+                    };
+                    top = top.max(db.write(b, WriteOptions::default()).unwrap());
+                    written.fetch_add(1, Ordering::Release);
+                }
+                top
+            })
+        })
+        .collect();
+    let top = writers
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .max()
+        .unwrap();
+    last.store(top, Ordering::Release);
+    stop.store(true, Ordering::Release);
+    let applied = consumer.join().unwrap();
+    assert_eq!(applied, 4_500, "one replica batch per primary write");
+    assert!(
+        primary.stats().flushes > 3,
+        "the test is meant to flush under the feed"
+    );
+    for table in ["t", "ns:u"] {
+        let rows = |db: &Db| -> Vec<cellar::Row> {
+            db.table(table)
+                .unwrap()
+                .scan(Scan::new().all_versions())
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let (p, r) = (rows(&primary), rows(&replica));
+        assert!(!p.is_empty());
+        assert_eq!(p, r, "table {table}");
+    }
+}
