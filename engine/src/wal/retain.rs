@@ -170,3 +170,84 @@ impl Drop for WalPin {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::{Durability, Wal, WalOptions};
+    use super::*;
+    use crate::fs::RealFs;
+
+    /// A WAL with segments 1..=6 (rolled by hand, one record each), each 4 KiB long.
+    fn wal(dir: &Path, retain_bytes: u64) -> Wal {
+        let opts = WalOptions {
+            segment_size: 4096,
+            retain_bytes,
+            ..WalOptions::default()
+        };
+        let w = Wal::open(Arc::new(RealFs), dir, opts, 1).unwrap();
+        for _ in 0..5 {
+            w.append(b"x", Durability::SyncWal).unwrap();
+            w.roll().unwrap();
+        }
+        w
+    }
+
+    fn numbers(dir: &Path) -> Vec<u64> {
+        list_segments(&RealFs, dir)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    #[test]
+    fn without_a_budget_released_segments_go_but_never_the_current_one() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wal(d.path(), 0);
+        assert_eq!(numbers(d.path()), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(w.delete_segments_before(3).unwrap(), 2);
+        assert_eq!(numbers(d.path()), [3, 4, 5, 6]);
+        assert_eq!(w.delete_segments_before(100).unwrap(), 3);
+        assert_eq!(numbers(d.path()), [6]);
+    }
+
+    #[test]
+    fn the_budget_keeps_the_newest_released_segments_as_one_run() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wal(d.path(), 2 * 4096);
+        assert_eq!(w.delete_segments_before(5).unwrap(), 2);
+        assert_eq!(numbers(d.path()), [3, 4, 5, 6]);
+        // Just under two segments' worth keeps one.
+        let d = tempfile::tempdir().unwrap();
+        let w = wal(d.path(), 2 * 4096 - 1);
+        w.delete_segments_before(5).unwrap();
+        assert_eq!(numbers(d.path()), [4, 5, 6]);
+    }
+
+    #[test]
+    fn a_pin_holds_its_segment_and_later_ones_until_it_moves_or_drops() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wal(d.path(), 0);
+        let mut pin = w.pin(2);
+        let other = w.pin(4);
+        assert_eq!(w.delete_segments_before(6).unwrap(), 1);
+        assert_eq!(numbers(d.path()), [2, 3, 4, 5, 6]);
+        // Moving on releases what the move passed, down to the lowest pin left.
+        pin.move_to(5);
+        assert_eq!(numbers(d.path()), [4, 5, 6]);
+        drop(other);
+        assert_eq!(numbers(d.path()), [5, 6]);
+        assert_eq!(pin.segment(), 5);
+        drop(pin);
+        assert_eq!(numbers(d.path()), [6]);
+    }
+
+    /// Nothing released yet (a fresh open): a dropped pin removes nothing.
+    #[test]
+    fn pins_never_remove_what_was_not_released() {
+        let d = tempfile::tempdir().unwrap();
+        let w = wal(d.path(), 0);
+        drop(w.pin(1));
+        assert_eq!(numbers(d.path()), [1, 2, 3, 4, 5, 6]);
+    }
+}

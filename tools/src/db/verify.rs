@@ -85,6 +85,9 @@ struct VerifyDoc {
     /// Manifest and cross-file problems (HFile problems are under `files`).
     problems: Vec<Problem>,
     wal: Option<WalJson>,
+    /// Flushed segments kept for change feeds (`WalOptions::retain_bytes`), read from the
+    /// oldest through the live log as one chain; absent when none is kept.
+    retained_wal: Option<WalJson>,
     snapshots: Vec<SnapshotCheck>,
     warnings: Vec<String>,
     exit_code: i32,
@@ -359,6 +362,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
         files: Vec::new(),
         problems: Vec::new(),
         wal: None,
+        retained_wal: None,
         snapshots: Vec::new(),
         warnings: Vec::new(),
         exit_code: EXIT_OK,
@@ -440,6 +444,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
             }
         }
     });
+    doc.retained_wal = check_retained_wal(dir, state.log_number(), &mut doc);
     doc.warnings.extend(orphans(dir, &state, log.number));
     check_snapshots(dir, &mut doc);
     let files_code = doc.files.iter().map(|f| f.check.exit_code).max();
@@ -451,6 +456,59 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
     };
     doc.exit_code = doc.exit_code.max(files_code).max(problems_code);
     Ok(doc)
+}
+
+/// The segments below the log number (kept for change feeds): readable, each finished, linked
+/// to the next. Read from the oldest one on, the live log included, as a feed would.
+fn check_retained_wal(dir: &Path, log_number: u64, doc: &mut VerifyDoc) -> Option<WalJson> {
+    let segs = match cellar::wal::list_segments(&RealFs, &inspect::wal_dir(dir)) {
+        Ok(s) => s,
+        Err(e) => {
+            doc.exit_code = doc.exit_code.max(EXIT_USAGE);
+            return Some(WalJson {
+                status: "error",
+                from_segment: 0,
+                records: 0,
+                last_seq: None,
+                detail: Some(e.to_string()),
+            });
+        }
+    };
+    let oldest = segs.first().map(|(n, _)| *n).filter(|n| *n < log_number)?;
+    Some(match inspect::check_wal(&RealFs, dir, oldest) {
+        Ok(s) => WalJson {
+            status: "ok",
+            from_segment: oldest,
+            records: s.records,
+            last_seq: s.last_seq,
+            detail: Some(format!(
+                "{} segment(s) below the log number, kept for change feeds",
+                segs.iter().filter(|(n, _)| *n < log_number).count()
+            )),
+        },
+        Err(e) => {
+            if let cellar::Error::Corruption { file, offset, .. } = &e {
+                doc.problems.push(Problem {
+                    file: rel(dir, file),
+                    offset: *offset,
+                    what: format!("retained WAL (change feeds): {e}"),
+                });
+            } else {
+                doc.exit_code = doc.exit_code.max(EXIT_USAGE);
+            }
+            WalJson {
+                status: if matches!(e, cellar::Error::Corruption { .. }) {
+                    "corrupt"
+                } else {
+                    "error"
+                },
+                from_segment: oldest,
+                records: 0,
+                last_seq: None,
+                detail: Some(e.to_string()),
+            }
+        }
+    })
 }
 
 fn text(doc: &VerifyDoc) -> String {
@@ -476,6 +534,13 @@ fn text(doc: &VerifyDoc) -> String {
             .unwrap_or_default();
         s.push_str(&format!(
             "WAL from segment {}: {} ({} record(s)){detail}\n",
+            w.from_segment, w.status, w.records
+        ));
+    }
+    if let Some(w) = &doc.retained_wal {
+        let detail = w.detail.as_deref().unwrap_or_default();
+        s.push_str(&format!(
+            "retained WAL from segment {}: {} ({} record(s)): {detail}\n",
             w.from_segment, w.status, w.records
         ));
     }

@@ -1,4 +1,4 @@
-//! `cellar wal-dump DIR [--values]`: every record of every WAL segment (RocksDB's
+//! `cellar wal-dump DIR [--values] [--since SEQ]`: every record of every WAL segment (RocksDB's
 //! `ldb dump_wal`): segment, offset, seq, size and the batch's mutations, then what the
 //! engine's recovery would make of the log.
 //!
@@ -24,6 +24,10 @@ pub struct WalDumpArgs {
     /// Print values (text: toStringBinary; JSON: a `value` field), not only their sizes.
     #[arg(long)]
     pub values: bool,
+    /// Only the batches after this seq (what `Db::changes_since(SEQ)` would hand out, from
+    /// the segments on disk); seals and links are left out too.
+    #[arg(long, value_name = "SEQ")]
+    pub since: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -204,6 +208,7 @@ pub fn run<W: Write>(args: &WalDumpArgs, mut out: W) -> Result<i32> {
     let mut counted = (0u64, 0u64);
     for item in inspect::wal_records(&RealFs, dir)? {
         match item {
+            Ok(e) if args.since.is_some_and(|s| e.seq <= s) => {}
             Ok(e) => {
                 counted.0 += 1;
                 counted.1 += e.mutations.len() as u64;
