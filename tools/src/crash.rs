@@ -28,7 +28,10 @@
 //! 4) and is whole (no torn batch, 3); a row whose put or delete was in flight is either way,
 //! and whatever it is now is fixed for later cycles (a lost write never comes back, a recovered
 //! one never goes); every HFile on disk is live (no orphan after open) and verifies clean, and
-//! there is one manifest (6).
+//! there is one manifest (6). The change feed (`Db::changes_since`) over the WAL kept
+//! (`FEED_RETAIN_BYTES`, across every crash so far) holds each acknowledged write after its
+//! start at the write's seq, only whole row puts and deletes of attempted keys, and ends, for
+//! each key, in the state the recovered rows show.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -47,6 +50,8 @@ use cellar::{
 };
 
 const TABLE: &str = "h";
+/// WAL kept for the change feed check: 16 of the 64 KiB segments.
+const FEED_RETAIN_BYTES: u64 = 1 << 20;
 const WRITERS: u64 = 3;
 /// Cells per row: `a:q0`, `b:q0`, `a:q1`, `b:q1`.
 const CELLS: usize = 4;
@@ -132,6 +137,8 @@ pub struct HarnessReport {
     pub snapshots_checked: u64,
     /// Table snapshots the children deleted.
     pub snapshots_deleted: u64,
+    /// Change feed batches checked after recoveries (summed; the WAL kept is read each time).
+    pub feed_batches_checked: u64,
     /// Invariant violations, described.
     pub violations: Vec<String>,
     /// The WAL backend the children ran.
@@ -163,14 +170,15 @@ impl HarnessReport {
         )?;
         writeln!(
             out,
-            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted)",
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches",
             self.acked_checked,
             self.maybe_applied + self.maybe_lost,
             self.maybe_applied,
             self.maybe_lost,
             self.files_verified,
             self.snapshots_checked,
-            self.snapshots_deleted
+            self.snapshots_deleted,
+            self.feed_batches_checked
         )?;
         if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
             writeln!(
@@ -212,6 +220,8 @@ fn options(compaction_threads: usize) -> Options {
     Options {
         wal: WalOptions {
             segment_size: 64 << 10,
+            // Flushed segments stay for the change feed check after each recovery.
+            retain_bytes: FEED_RETAIN_BYTES,
             ..WalOptions::default()
         },
         manifest: ManifestOptions { max_size: 2048 },
@@ -312,7 +322,7 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
                     let k = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
                     say(&format!("I {k} D"));
                     match t.delete_with(Delete::new(k.as_str()), opts) {
-                        Ok(_) => say(&format!("A {k} D")),
+                        Ok(seq) => say(&format!("A {k} D {seq}")),
                         Err(e) => say(&format!("F {k} D {e}")),
                     }
                 } else {
@@ -320,8 +330,8 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
                     i += 1;
                     say(&format!("I {k} P"));
                     match t.put_with(row_put(&k), opts) {
-                        Ok(_) => {
-                            say(&format!("A {k} P"));
+                        Ok(seq) => {
+                            say(&format!("A {k} P {seq}"));
                             mine.push(k);
                         }
                         Err(e) => say(&format!("F {k} P {e}")),
@@ -445,6 +455,9 @@ struct Harness {
     snaps: BTreeMap<String, SnapExpect>,
     /// Table snapshots whose delete began: present or not, whole if present.
     snaps_deleting: BTreeSet<String>,
+    /// Acknowledged writes by seq: key, and whether a put (not a delete). Those the WAL
+    /// retention has dropped are forgotten after each check.
+    acked_seqs: BTreeMap<u64, (String, bool)>,
     report: HarnessReport,
 }
 
@@ -469,6 +482,7 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         expect: HashMap::new(),
         snaps: BTreeMap::new(),
         snaps_deleting: BTreeSet::new(),
+        acked_seqs: BTreeMap::new(),
         report: HarnessReport::default(),
     };
     let mut points = Vec::new();
@@ -606,6 +620,9 @@ impl Harness {
                 }
                 (Some("A"), Some(k), Some("P")) => {
                     self.expect.insert(k.to_owned(), Expect::Present);
+                    if let Some(seq) = parts.next().and_then(|s| s.parse().ok()) {
+                        self.acked_seqs.insert(seq, (k.to_owned(), true));
+                    }
                 }
                 (Some("I"), Some(k), Some("D")) => {
                     self.expect.insert(k.to_owned(), Expect::MaybeDelete);
@@ -644,6 +661,9 @@ impl Harness {
                 }
                 (Some("A"), Some(k), Some("D")) => {
                     self.expect.insert(k.to_owned(), Expect::Absent);
+                    if let Some(seq) = parts.next().and_then(|s| s.parse().ok()) {
+                        self.acked_seqs.insert(seq, (k.to_owned(), false));
+                    }
                 }
                 (Some("F"), Some(k), _) => {
                     // Not expected under SIGKILL (no I/O fails); the write stays "maybe".
@@ -727,6 +747,7 @@ impl Harness {
                 violations.len()
             ));
         }
+        self.verify_feed(&db, &found)?;
         // Structural soundness: every HFile on disk is live and verifies; one manifest.
         let data = self.dir.join(cellar::manifest::DATA_DIR);
         let mut on_disk = 0u64;
@@ -768,6 +789,94 @@ impl Harness {
             return Err(format!("{manifests} manifests after open"));
         }
         self.verify_snapshots(&db)
+    }
+
+    /// The change feed over the WAL kept (`FEED_RETAIN_BYTES`), across every crash so far:
+    /// each batch is one whole row put or one row delete of a key the children attempted;
+    /// every acknowledged write after the feed's start is in it, at its seq; and the last
+    /// event of each key in it agrees with the recovered rows.
+    fn verify_feed(&mut self, db: &Db, found: &HashMap<String, ()>) -> Result<(), String> {
+        use cellar::format::CellType;
+        let (mut feed, since) = match db.changes_since(0) {
+            Ok(f) => (f, 0),
+            Err(cellar::Error::ChangesUnavailable { oldest, .. }) => (
+                db.changes_since(oldest)
+                    .map_err(|e| format!("change feed from {oldest}: {e}"))?,
+                oldest,
+            ),
+            Err(e) => return Err(format!("change feed: {e}")),
+        };
+        let mut last: HashMap<String, bool> = HashMap::new();
+        let mut seen = BTreeSet::new();
+        while let Some(b) = feed
+            .next_batch()
+            .map_err(|e| format!("change feed after seq {}: {e}", feed.position()))?
+        {
+            let Some(first) = b.cells.first() else {
+                return Err(format!("change feed: batch {} is empty", b.seq));
+            };
+            let key = String::from_utf8_lossy(&first.row).into_owned();
+            if !self.expect.contains_key(&key) {
+                return Err(format!("change feed: phantom row {key} at seq {}", b.seq));
+            }
+            let put = first.cell_type == CellType::Put;
+            let whole = if put {
+                b.cells.len() == CELLS
+                    && (0..CELLS).all(|j| {
+                        let (f, q) = column(j);
+                        b.cells.iter().any(|c| {
+                            c.row == first.row
+                                && c.family.as_deref() == Some(f)
+                                && c.qualifier == q.as_bytes()
+                                && c.value == cell_value(&key, j).as_bytes()
+                        })
+                    })
+            } else {
+                b.cells
+                    .iter()
+                    .all(|c| c.row == first.row && c.cell_type == CellType::DeleteFamily)
+            };
+            if !whole {
+                return Err(format!(
+                    "change feed: batch {} is not one whole row put or delete of {key}",
+                    b.seq
+                ));
+            }
+            if let Some((k, p)) = self.acked_seqs.get(&b.seq) {
+                if *k != key || *p != put {
+                    return Err(format!(
+                        "change feed: seq {} is a {} of {key}, acknowledged as a {} of {k}",
+                        b.seq,
+                        if put { "put" } else { "delete" },
+                        if *p { "put" } else { "delete" }
+                    ));
+                }
+            }
+            last.insert(key, put);
+            seen.insert(b.seq);
+            self.report.feed_batches_checked += 1;
+        }
+        if let Some((seq, (k, _))) = self
+            .acked_seqs
+            .range(since + 1..)
+            .find(|(seq, _)| !seen.contains(*seq))
+        {
+            return Err(format!(
+                "acknowledged write of {k} at seq {seq} missing from the change feed (after \
+                 seq {since})"
+            ));
+        }
+        for (k, put) in &last {
+            if *put != found.contains_key(k) {
+                return Err(format!(
+                    "change feed ends with a {} of {k}, but the recovered row is {}",
+                    if *put { "put" } else { "delete" },
+                    if *put { "absent" } else { "present" }
+                ));
+            }
+        }
+        self.acked_seqs = self.acked_seqs.split_off(&(since + 1));
+        Ok(())
     }
 
     /// Every table snapshot acknowledged and not being deleted is there, and a clone of it

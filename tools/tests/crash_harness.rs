@@ -38,6 +38,10 @@ fn every_kill_point_once_and_ten_random_kills() {
         report.snapshots_checked > 0,
         "no table snapshot was checked"
     );
+    assert!(
+        report.feed_batches_checked > 0,
+        "no change feed batch was checked"
+    );
     if with_points {
         assert_eq!(
             report.points_never_hit(),

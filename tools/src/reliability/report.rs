@@ -116,6 +116,8 @@ pub struct Crash {
     pub files_verified: u64,
     /// Table snapshots cloned and checked after recoveries (summed over cycles).
     pub snapshots_checked: u64,
+    /// Change feed batches read back from the WAL and checked after recoveries (summed).
+    pub feed_batches_checked: u64,
     /// Kill points.
     pub kill_points: KillPoints,
 }
@@ -386,13 +388,14 @@ impl Report {
                 "checked",
                 format!(
                     "{} acknowledged writes, {} in flight at a kill ({} applied, {} lost), \
-                     {} HFiles verified, {} table snapshots cloned",
+                     {} HFiles verified, {} table snapshots cloned, {} change feed batches",
                     c.acked_checked,
                     c.maybe_applied + c.maybe_lost,
                     c.maybe_applied,
                     c.maybe_lost,
                     c.files_verified,
-                    c.snapshots_checked
+                    c.snapshots_checked,
+                    c.feed_batches_checked
                 ),
             ),
         ];
