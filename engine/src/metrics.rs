@@ -407,6 +407,24 @@ impl Stats {
             "Most records written in one WAL group.",
             int(w.max_group),
         );
+        e.one(
+            "cellar_wal_kept_segments",
+            Gauge,
+            "Flushed WAL segments still on disk, held by change feeds or the retention budget.",
+            int(w.kept_segments),
+        );
+        e.one(
+            "cellar_wal_kept_bytes",
+            Gauge,
+            "Bytes of the flushed WAL segments still on disk.",
+            int(w.kept_bytes),
+        );
+        e.one(
+            "cellar_change_feeds",
+            Gauge,
+            "Live change feeds (each holds the WAL from the segment it reads).",
+            int(w.feeds),
+        );
     }
 
     fn cache_metrics(&self, e: &mut Exposition) {

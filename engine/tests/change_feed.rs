@@ -224,11 +224,13 @@ fn a_live_feed_holds_the_segments_it_needs_and_lets_go_when_dropped() {
     db.flush().unwrap();
     assert_eq!(feed.next_batch().unwrap().unwrap().seq, more);
     drop(feed);
+    assert_eq!(db.stats().wal.feeds, 0);
     for i in 0..200 {
         t.put(put(i)).unwrap();
     }
     db.flush().unwrap();
     assert!(wal_segments(d.path()).len() <= 2);
+    assert_eq!(db.stats().wal.kept_segments, 0);
 }
 
 #[test]

@@ -1098,7 +1098,8 @@ pub(super) fn report(s: &super::Stats) -> String {
     let _ = writeln!(
         o,
         "WAL: device {}, segment {}, records {} in {} groups ({} copied through a map, largest \
-         {}), {:.1} MB, fdatasyncs {} ({} of them direct writes)",
+         {}), {:.1} MB, fdatasyncs {} ({} of them direct writes); flushed segments kept {} \
+         ({:.1} MB), change feeds {}",
         w.backend,
         w.current_segment,
         w.records,
@@ -1108,6 +1109,9 @@ pub(super) fn report(s: &super::Stats) -> String {
         mb(w.bytes),
         w.syncs,
         w.direct_groups,
+        w.kept_segments,
+        mb(w.kept_bytes),
+        w.feeds,
     );
     let p = &s.prefault;
     let _ = writeln!(

@@ -154,6 +154,13 @@ pub struct WalStats {
     pub current_segment: u64,
     /// Most records written in one group.
     pub max_group: u64,
+    /// Flushed segments still on disk, held by change feeds or [`WalOptions::retain_bytes`]
+    /// (as of the last flush or feed move).
+    pub kept_segments: u64,
+    /// Their bytes (file lengths, preallocated space included).
+    pub kept_bytes: u64,
+    /// Live change feeds (each pins the segment it reads).
+    pub feeds: u64,
 }
 
 #[derive(Debug, Default)]
@@ -467,6 +474,9 @@ impl Wal {
             direct_groups: s.direct_groups.load(Ordering::Relaxed),
             current_segment: s.current_segment.load(Ordering::Relaxed),
             max_group: s.max_group.load(Ordering::Relaxed),
+            kept_segments: self.retention.kept().0,
+            kept_bytes: self.retention.kept().1,
+            feeds: self.retention.pins(),
         }
     }
 

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -45,6 +45,8 @@ pub(crate) struct Retention {
     stats: Arc<StatsInner>,
     keep_bytes: u64,
     state: Mutex<State>,
+    kept_segments: AtomicU64,
+    kept_bytes: AtomicU64,
 }
 
 impl Retention {
@@ -60,6 +62,8 @@ impl Retention {
             stats,
             keep_bytes,
             state: Mutex::new(State::default()),
+            kept_segments: AtomicU64::new(0),
+            kept_bytes: AtomicU64::new(0),
         })
     }
 
@@ -90,35 +94,41 @@ impl Retention {
     }
 
     fn prune(&self, st: &State) -> Result<usize> {
-        let mut limit = st
+        let released_below = st
             .released_below
             .min(self.stats.current_segment.load(Ordering::Relaxed));
-        if let Some((&lowest, _)) = st.pins.first_key_value() {
-            limit = limit.min(lowest);
+        let limit = match st.pins.first_key_value() {
+            Some((&lowest, _)) => released_below.min(lowest),
+            None => released_below,
+        };
+        let mut released = Vec::new();
+        for (num, path) in list_segments(&*self.fs, &self.dir)? {
+            if num >= released_below {
+                break;
+            }
+            let len = self
+                .fs
+                .open(&path)
+                .and_then(|f| f.len())
+                .map_err(|e| Error::io(&path, "reading a WAL segment's size", e))?;
+            released.push((num, path, len));
         }
-        let candidates: Vec<_> = list_segments(&*self.fs, &self.dir)?
-            .into_iter()
-            .take_while(|(num, _)| *num < limit)
-            .collect();
-        // Keep the newest candidates within the budget; `cut` is how many of the oldest go.
-        let mut cut = candidates.len();
+        // Of the unpinned ones, keep the newest within the budget; `cut` is how many of the
+        // oldest go.
+        let unpinned = released.iter().take_while(|(n, ..)| *n < limit).count();
+        let mut cut = unpinned;
         if self.keep_bytes > 0 {
             let mut kept = 0u64;
             cut = 0;
-            for (i, (_, path)) in candidates.iter().enumerate().rev() {
-                let len = self
-                    .fs
-                    .open(path)
-                    .and_then(|f| f.len())
-                    .map_err(|e| Error::io(path, "reading a WAL segment's size", e))?;
-                kept = kept.saturating_add(len);
+            for (i, (.., len)) in released[..unpinned].iter().enumerate().rev() {
+                kept = kept.saturating_add(*len);
                 if kept > self.keep_bytes {
                     cut = i + 1;
                     break;
                 }
             }
         }
-        for (_, path) in &candidates[..cut] {
+        for (_, path, _) in &released[..cut] {
             self.fs
                 .remove(path)
                 .map_err(|e| Error::io(path, "removing a WAL segment", e))?;
@@ -128,7 +138,26 @@ impl Retention {
                 .sync_dir(&self.dir)
                 .map_err(|e| Error::io(&self.dir, "syncing the WAL directory", e))?;
         }
+        let kept = &released[cut..];
+        self.kept_segments
+            .store(kept.len() as u64, Ordering::Relaxed);
+        self.kept_bytes
+            .store(kept.iter().map(|(.., len)| len).sum(), Ordering::Relaxed);
         Ok(cut)
+    }
+
+    /// `(segments, bytes)` released but still on disk (held by pins or the budget), as of
+    /// the last removal.
+    pub(crate) fn kept(&self) -> (u64, u64) {
+        (
+            self.kept_segments.load(Ordering::Relaxed),
+            self.kept_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Live pins (change feeds).
+    pub(crate) fn pins(&self) -> u64 {
+        self.state.lock().pins.values().sum::<usize>() as u64
     }
 }
 
@@ -233,8 +262,12 @@ mod tests {
         assert_eq!(w.delete_segments_before(6).unwrap(), 1);
         assert_eq!(numbers(d.path()), [2, 3, 4, 5, 6]);
         // Moving on releases what the move passed, down to the lowest pin left.
+        assert_eq!(w.stats().kept_segments, 4);
+        assert_eq!(w.stats().kept_bytes, 4 * 4096);
+        assert_eq!(w.stats().feeds, 2);
         pin.move_to(5);
         assert_eq!(numbers(d.path()), [4, 5, 6]);
+        assert_eq!(w.stats().kept_segments, 2);
         drop(other);
         assert_eq!(numbers(d.path()), [5, 6]);
         assert_eq!(pin.segment(), 5);

@@ -746,6 +746,9 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
             "bytes": s.wal.bytes,
             "syncs": s.wal.syncs,
             "direct_groups": s.wal.direct_groups,
+            "kept_segments": s.wal.kept_segments,
+            "kept_bytes": s.wal.kept_bytes,
+            "feeds": s.wal.feeds,
         },
         "prefault": {
             "active": s.prefault.active,
