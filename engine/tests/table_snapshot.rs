@@ -192,6 +192,41 @@ fn a_snapshot_outlives_its_table_and_costs_no_copy() {
     assert_eq!(raw(&db, "ns:t"), then);
 }
 
+/// One snapshot's description reads its descriptor alone: a damaged other one does not
+/// matter to it (it does to the listing), nor to a clone or restore of this one.
+#[test]
+fn one_snapshots_info_ignores_a_damaged_other_one() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), quiet()).unwrap();
+    db.create_table(schema()).unwrap();
+    write(&db, 0, 50, "one", 0);
+    let good = db.snapshot_table("t", "good").unwrap();
+    db.snapshot_table("t", "bad").unwrap();
+    let bad = d.path().join(SNAPSHOTS_DIR).join("bad").join("SNAPSHOT");
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[20] ^= 0x10;
+    std::fs::write(&bad, bytes).unwrap();
+    assert!(matches!(
+        db.list_table_snapshots(),
+        Err(cellar::Error::Corruption { .. })
+    ));
+    assert!(matches!(
+        db.table_snapshot_info("bad"),
+        Err(cellar::Error::Corruption { .. })
+    ));
+    let info = db.table_snapshot_info("good").unwrap();
+    assert_eq!(info, good);
+    assert!(matches!(
+        db.table_snapshot_info("none"),
+        Err(cellar::Error::SnapshotNotFound(_))
+    ));
+    assert!(matches!(
+        db.table_snapshot_info("../x"),
+        Err(cellar::Error::InvalidArgument(_))
+    ));
+    db.restore_table_snapshot("good").unwrap();
+}
+
 #[test]
 fn skip_flush_takes_only_the_files() {
     let d = tempfile::tempdir().unwrap();

@@ -1116,4 +1116,26 @@ list_snapshots
     assert!(lines[3].contains(" UTC), "), "{}", lines[3]);
     assert_eq!(lines[4], "1 row(s)");
     assert_eq!(lines[6], r#"=> ["snap"]"#);
+
+    // A damaged descriptor of another snapshot: listing reports it, a restore of a sound one
+    // still works (it reads its own descriptor only).
+    let r = shell(
+        &db,
+        &["--format", "json"],
+        "snapshot 't', 'good'\nsnapshot 't', 'bad'\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bad = db.join(cellar::SNAPSHOTS_DIR).join("bad").join("SNAPSHOT");
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[20] ^= 0x10;
+    std::fs::write(&bad, bytes).unwrap();
+    let r = shell(
+        &db,
+        &["--format", "json"],
+        "list_snapshots\ndisable 't'\nrestore_snapshot 'good'\nrestore_snapshot 'bad'\n",
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_error(lines[0], "Corruption");
+    assert_eq!(lines[2], r#"{"ok":true}"#, "{}", r.stdout);
+    assert_error(lines[3], "Corruption");
 }

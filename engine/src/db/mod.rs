@@ -578,6 +578,13 @@ impl Db {
         self.inner.list_table_snapshots()
     }
 
+    /// One table snapshot's description, reading its descriptor alone (a damaged *other*
+    /// snapshot does not matter here, as it does to [`Db::list_table_snapshots`]).
+    /// `SnapshotNotFound` if there is none of that name (or it was cut short).
+    pub fn table_snapshot_info(&self, name: &str) -> Result<TableSnapshotInfo> {
+        self.inner.table_snapshot_info(name)
+    }
+
     /// Delete a table snapshot (its links; files the database still uses stay).
     pub fn delete_table_snapshot(&self, name: &str) -> Result<()> {
         self.inner.delete_table_snapshot(name)

@@ -448,6 +448,12 @@ impl DbInner {
         Ok(out)
     }
 
+    pub(super) fn table_snapshot_info(&self, name: &str) -> Result<TableSnapshotInfo> {
+        validate_name("snapshot", name)?;
+        let snap = self.snapshots_root().join(name);
+        Ok(read_descriptor(&*self.fs, &snap, name)?.info(name))
+    }
+
     pub(super) fn delete_table_snapshot(&self, name: &str) -> Result<()> {
         validate_name("snapshot", name)?;
         let fs = &*self.fs;

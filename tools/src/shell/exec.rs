@@ -583,11 +583,7 @@ impl Shell {
             }
             Command::RestoreSnapshot { name } => {
                 // HBase's rule: the table must be disabled (or gone); it stays disabled.
-                let info = db
-                    .list_table_snapshots()?
-                    .into_iter()
-                    .find(|s| &s.name == name)
-                    .ok_or_else(|| cellar::Error::SnapshotNotFound(name.clone()))?;
+                let info = db.table_snapshot_info(name)?;
                 let table = info.table.name.to_string();
                 if db.table_exists(&table)? && !self.is_disabled(&table)? {
                     return Err(ShellError::new(
