@@ -101,34 +101,32 @@ impl Retention {
             Some((&lowest, _)) => released_below.min(lowest),
             None => released_below,
         };
-        let mut released = Vec::new();
-        for (num, path) in list_segments(&*self.fs, &self.dir)? {
-            if num >= released_below {
-                break;
-            }
-            let len = self
-                .fs
-                .open(&path)
+        let released: Vec<_> = list_segments(&*self.fs, &self.dir)?
+            .into_iter()
+            .take_while(|(num, _)| *num < released_below)
+            .collect();
+        let size = |path: &Path| {
+            self.fs
+                .open(path)
                 .and_then(|f| f.len())
-                .map_err(|e| Error::io(&path, "reading a WAL segment's size", e))?;
-            released.push((num, path, len));
-        }
+                .map_err(|e| Error::io(path, "reading a WAL segment's size", e))
+        };
         // Of the unpinned ones, keep the newest within the budget; `cut` is how many of the
-        // oldest go.
-        let unpinned = released.iter().take_while(|(n, ..)| *n < limit).count();
+        // oldest go. Without a budget no size is needed to decide.
+        let unpinned = released.iter().take_while(|(n, _)| *n < limit).count();
         let mut cut = unpinned;
         if self.keep_bytes > 0 {
             let mut kept = 0u64;
             cut = 0;
-            for (i, (.., len)) in released[..unpinned].iter().enumerate().rev() {
-                kept = kept.saturating_add(*len);
+            for (i, (_, path)) in released[..unpinned].iter().enumerate().rev() {
+                kept = kept.saturating_add(size(path)?);
                 if kept > self.keep_bytes {
                     cut = i + 1;
                     break;
                 }
             }
         }
-        for (_, path, _) in &released[..cut] {
+        for (_, path) in &released[..cut] {
             self.fs
                 .remove(path)
                 .map_err(|e| Error::io(path, "removing a WAL segment", e))?;
@@ -139,10 +137,13 @@ impl Retention {
                 .map_err(|e| Error::io(&self.dir, "syncing the WAL directory", e))?;
         }
         let kept = &released[cut..];
+        let mut bytes = 0u64;
+        for (_, path) in kept {
+            bytes = bytes.saturating_add(size(path)?);
+        }
         self.kept_segments
             .store(kept.len() as u64, Ordering::Relaxed);
-        self.kept_bytes
-            .store(kept.iter().map(|(.., len)| len).sum(), Ordering::Relaxed);
+        self.kept_bytes.store(bytes, Ordering::Relaxed);
         Ok(cut)
     }
 
