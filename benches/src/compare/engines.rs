@@ -19,6 +19,10 @@ pub struct Config {
     pub write_buffer_bytes: usize,
     /// Data block size of Cellar's family (peers keep their own defaults, 4 KiB).
     pub cellar_block_size: u32,
+    /// Keep the whole write-ahead log after flushes, for a change feed read from its start
+    /// (phase `changes`): Cellar's `WalOptions::retain_bytes`, RocksDB's WAL archive
+    /// (`WAL_ttl_seconds`).
+    pub keep_log: bool,
 }
 
 /// What the workloads need of an engine.
@@ -69,6 +73,12 @@ pub trait Engine: Send + Sync {
     fn timed_writes(&self) -> bool {
         true
     }
+    /// Read every committed write back from the log, from its start, touching each key and
+    /// value (Cellar's `Db::changes_since`, RocksDB's `GetUpdatesSince`): `(batches, bytes of
+    /// keys and values)`. `None` where the engine has no change feed.
+    fn read_changes(&self) -> Result<Option<(u64, u64)>> {
+        Ok(None)
+    }
 }
 
 /// Every engine name the tool knows, in report order.
@@ -114,6 +124,9 @@ impl CellarEngine {
     fn open(dir: &Path, cfg: &Config) -> Result<Self> {
         let mut opts = cellar::Options::default().write_buffer_size(cfg.write_buffer_bytes);
         opts.block_cache_bytes = cfg.cache_bytes;
+        if cfg.keep_log {
+            opts.wal.retain_bytes = u64::MAX;
+        }
         let db = cellar::Db::open(dir, opts).context("opening Cellar")?;
         db.create_table(
             cellar::TableDescriptor::new(TABLE).family(
@@ -192,6 +205,18 @@ impl Engine for CellarEngine {
         Ok(())
     }
 
+    fn read_changes(&self) -> Result<Option<(u64, u64)>> {
+        let mut feed = self.db.changes_since(0)?;
+        let (mut batches, mut bytes) = (0u64, 0u64);
+        while let Some(b) = feed.next_batch()? {
+            batches += 1;
+            for c in &b.cells {
+                bytes += (c.row.len() + c.value.len()) as u64;
+            }
+        }
+        Ok(Some((batches, bytes)))
+    }
+
     fn log_counters(&self) -> Option<(u64, u64)> {
         let w = self.db.stats().wal;
         Some((w.records, w.syncs))
@@ -262,6 +287,10 @@ mod peers {
             o.set_compression_type(rocksdb::DBCompressionType::Lz4);
             o.set_level_compaction_dynamic_level_bytes(true);
             o.set_block_based_table_factory(&table);
+            if cfg.keep_log {
+                // Flushed logs go to the archive, where `GetUpdatesSince` still reads them.
+                o.set_wal_ttl_seconds(3600);
+            }
             // The default column family opened by descriptor, so `multi_get` has its handle.
             // Its options must be given again: `open_cf` by name gives a family default
             // options (no bloom, cache or LZ4; readrandom fell from 170k to 66k).
@@ -280,6 +309,25 @@ mod peers {
             let mut w = rocksdb::WriteOptions::default();
             w.set_sync(sync);
             Ok(self.db.put_opt(key, value, &w)?)
+        }
+
+        fn read_changes(&self) -> Result<Option<(u64, u64)>> {
+            struct Touch(u64);
+            impl rocksdb::WriteBatchIterator for Touch {
+                fn put(&mut self, key: Box<[u8]>, value: Box<[u8]>) {
+                    self.0 += (key.len() + value.len()) as u64;
+                }
+                fn delete(&mut self, key: Box<[u8]>) {
+                    self.0 += key.len() as u64;
+                }
+            }
+            let (mut batches, mut touch) = (0u64, Touch(0));
+            for item in self.db.get_updates_since(0)? {
+                let (_, batch) = item?;
+                batch.iterate(&mut touch);
+                batches += 1;
+            }
+            Ok(Some((batches, touch.0)))
         }
 
         fn get(&self, key: &[u8]) -> Result<bool> {
