@@ -106,10 +106,10 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     Append, BackupFile, BackupInfo, Backups, ChangeBatch, ChangeCell, ChangeFeed,
     ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, ExplainSource,
-    ExplainedCell, Explanation, Increment, IngestInfo, IngestOptions, IngestedFile, LevelStats,
-    MemoryBudget, Mutation, Options, PurgeInfo, Put, RangeEstimate, RecoveryReport, RowMutations,
-    ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table, TableSnapshotInfo,
-    TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
+    ExplainedCell, Explanation, ExportInfo, ExportedFile, Increment, IngestInfo, IngestOptions,
+    IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RangeEstimate,
+    RecoveryReport, RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind,
+    Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;
