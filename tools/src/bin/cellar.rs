@@ -1,6 +1,6 @@
 //! `cellar`: the operator command. Subcommands are grouped by what they act on (`hfile`; the
-//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `ingest`, `checkpoint`, `backup`;
-//! `shell`; `bench`; `reliability-report`), each a thin layer over `cellar_tools`. The hidden
+//! database tools `levels`, `manifest-dump`, `wal-dump`, `verify`, `compact`, `ingest`, `export`, `checkpoint`,
+//! `backup`; `shell`; `bench`; `reliability-report`), each a thin layer over `cellar_tools`. The hidden
 //! `child` is the process the report's SIGKILL cycles kill (`cellar_tools::crash`).
 
 use clap::{Parser, Subcommand};
@@ -17,6 +17,7 @@ use cellar_tools::crash::ChildArgs;
 use cellar_tools::db::backup::BackupArgs;
 use cellar_tools::db::checkpoint::CheckpointArgs;
 use cellar_tools::db::compact::CompactArgs;
+use cellar_tools::db::export::ExportArgs;
 use cellar_tools::db::find::FindArgs;
 use cellar_tools::db::ingest::IngestArgs;
 use cellar_tools::db::levels::LevelsArgs;
@@ -62,6 +63,9 @@ enum Command {
     /// Open a database and bulk load HFiles into a family (each file verified first, one write
     /// each, placed at the deepest level it fits; the sources are left as they are).
     Ingest(IngestArgs),
+    /// Open a database and write a table's row range as one HFile per family (every version,
+    /// marker and cell TTL at one read point), for `cellar ingest` into another database.
+    Export(ExportArgs),
     /// Open a database and make an online checkpoint of it in a new directory (HFiles
     /// hard-linked, WAL tail copied), which opens as a database of its own.
     Checkpoint(CheckpointArgs),
@@ -113,6 +117,7 @@ fn main() {
         Command::Verify(a) => cellar_tools::db::verify::run(a, out),
         Command::Compact(a) => cellar_tools::db::compact::run(a, out),
         Command::Ingest(a) => cellar_tools::db::ingest::run(a, out),
+        Command::Export(a) => cellar_tools::db::export::run(a, out),
         Command::Checkpoint(a) => cellar_tools::db::checkpoint::run(a, out),
         Command::Backup(a) => cellar_tools::db::backup::run(a, out),
         Command::Bench(a) => cellar_tools::bench::run(a, out),

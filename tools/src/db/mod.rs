@@ -12,6 +12,7 @@
 pub mod backup;
 pub mod checkpoint;
 pub mod compact;
+pub mod export;
 pub mod find;
 pub mod ingest;
 pub mod levels;
