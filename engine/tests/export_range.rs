@@ -260,3 +260,50 @@ fn bad_requests_are_refused_and_leave_nothing() {
     ));
     assert!(!d.path().join("gone").exists());
 }
+
+/// Every failure of the export's own file operations (EIO, a full disk, on creating, writing,
+/// syncing or renaming its files, syncing its directory) fails the call with nothing left under
+/// the output directory, the database untouched and writable; the same export then succeeds.
+#[test]
+fn a_failed_export_leaves_nothing_and_the_next_one_works() {
+    use cellar::fs::{Fault, FaultFs, FileSystem, OpKind, Rule, SimFs};
+    use std::path::Path;
+    use std::sync::Arc;
+    let ffs = FaultFs::new(SimFs::new());
+    let mut o = quiet();
+    o.fs = Arc::new(ffs.clone());
+    let db = Db::open(Path::new("/db"), o).unwrap();
+    db.create_table(schema()).unwrap();
+    churn(&db, 5, 1_500);
+    let t = db.table("t").unwrap();
+    let want = reads(&db, "", "~");
+    let out = Path::new("/out");
+    let mut failed = 0;
+    for op in [
+        OpKind::Create,
+        OpKind::Write,
+        OpKind::SyncData,
+        OpKind::Rename,
+        OpKind::SyncDir,
+    ] {
+        for fault in [Fault::Eio, Fault::NoSpace] {
+            ffs.add_rule(Rule::on(op, fault).path("/out"));
+            let r = t.export_range(b"", b"", out);
+            ffs.clear_rules();
+            let e = r.expect_err("the export saw its fault");
+            // Typed by cause: a full disk reads as NoSpace whichever layer hit it.
+            let want = match fault {
+                Fault::NoSpace => cellar::PoisonCause::NoSpace,
+                _ => cellar::PoisonCause::Io,
+            };
+            assert_eq!(e.poison_cause(), want, "{op:?} {fault:?}: {e}");
+            assert!(!ffs.exists(out).unwrap(), "{op:?} {fault:?}: left behind");
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 10);
+    t.put(Put::new("zz").add_at("a", "q", 1, "v")).unwrap();
+    let info = t.export_range(b"", b"s", out).unwrap();
+    assert_eq!(info.files.len(), 2);
+    assert_eq!(reads(&db, "", "s"), want);
+}

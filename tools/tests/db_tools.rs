@@ -898,8 +898,7 @@ fn export_writes_a_range_that_ingest_loads_elsewhere() {
     let d = db();
     let r = cellar(
         &[
-            "export", "db", "t", "out", "--start", "row012", "--stop", "row025", "--format",
-            "json",
+            "export", "db", "t", "out", "--start", "row012", "--stop", "row025", "--format", "json",
         ],
         d.path(),
     );
