@@ -472,6 +472,11 @@ impl ChangeFeed {
     fn next_segment(&mut self) -> Result<bool> {
         // Bytes at the tail may be written yet: the next look reads them afresh.
         self.buf.clear();
+        // The live segment has no successor: a caught-up feed polling the tail lists no
+        // directory.
+        if self.db.inner.wal.current_segment() <= self.seg.number {
+            return Ok(false);
+        }
         let next = wal::list_segments(&*self.db.inner.fs, self.db.inner.wal.dir())?
             .into_iter()
             .find(|(n, _)| *n > self.seg.number);

@@ -455,6 +455,11 @@ impl Wal {
         self.retention.pin(segment)
     }
 
+    /// Number of the segment being appended to (one atomic load, unlike [`Wal::stats`]).
+    pub fn current_segment(&self) -> u64 {
+        self.stats.current_segment.load(Ordering::Relaxed)
+    }
+
     /// The `(written, synced)` watermarks: every record with a seq at or below the first is
     /// whole in its segment file (in the OS), at or below the second also fdatasynced.
     pub fn watermarks(&self) -> (u64, u64) {
