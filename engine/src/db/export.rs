@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cellar_format::{BloomConfig, HFileReader, HFileWriter, KeyRef, WriterOptions};
+use cellar_format::{HFileReader, HFileWriter, KeyRef};
 
 use super::read::RowSpan;
 use super::{DbInner, Table};
@@ -230,15 +230,7 @@ impl DbInner {
             .fs
             .create(&part)
             .map_err(|e| Error::io(&part, "creating an exported HFile", e))?;
-        let mut o = WriterOptions::new(family.as_bytes());
-        o.block_size = desc.block_size as usize;
-        o.block_size_deviation = 10;
-        o.compression = desc.compression;
-        o.bloom = BloomConfig {
-            bloom_type: desc.bloom,
-            ..BloomConfig::default()
-        };
-        o.created_at_ms = self.opts.clock.now_ms();
+        let o = super::flush::family_writer_options(desc, self.opts.clock.now_ms());
         let writer = HFileWriter::new(
             AppendWriter::new(file.clone()),
             path.display().to_string(),

@@ -420,18 +420,7 @@ impl DbInner {
             .fs
             .create(&path)
             .map_err(|e| Error::io(&path, "creating an HFile", e))?;
-        let mut o = WriterOptions::new(desc.name.as_bytes());
-        o.block_size = desc.block_size as usize;
-        // Blocks end at or below BLOCKSIZE where entries allow, so a cached block fits the
-        // allocator's size class of the block size instead of the next one up (a fifth of the
-        // cache's memory at 16 KiB: see `WriterOptions::block_size_deviation`).
-        o.block_size_deviation = 10;
-        o.compression = desc.compression;
-        o.bloom = BloomConfig {
-            bloom_type: desc.bloom,
-            ..BloomConfig::default()
-        };
-        o.created_at_ms = self.opts.clock.now_ms();
+        let mut o = family_writer_options(desc, self.opts.clock.now_ms());
         o.major_compaction = major;
         let writer = HFileWriter::new(
             AppendWriter::new(file.clone()),
@@ -440,6 +429,28 @@ impl DbInner {
         )?;
         Ok(NewHFile { path, file, writer })
     }
+}
+
+/// A writer's options for an HFile of the family `desc` describes: its name, block size,
+/// compression and bloom; created at `now_ms`. Flush, compaction and range export write
+/// through them.
+pub(super) fn family_writer_options(
+    desc: &crate::schema::FamilyDescriptor,
+    now_ms: u64,
+) -> WriterOptions {
+    let mut o = WriterOptions::new(desc.name.as_bytes());
+    o.block_size = desc.block_size as usize;
+    // Blocks end at or below BLOCKSIZE where entries allow, so a cached block fits the
+    // allocator's size class of the block size instead of the next one up (a fifth of the
+    // cache's memory at 16 KiB: see `WriterOptions::block_size_deviation`).
+    o.block_size_deviation = 10;
+    o.compression = desc.compression;
+    o.bloom = BloomConfig {
+        bloom_type: desc.bloom,
+        ..BloomConfig::default()
+    };
+    o.created_at_ms = now_ms;
+    o
 }
 
 /// An HFile being written: its path, its file (to sync) and the writer.
