@@ -160,6 +160,58 @@ fn every_batch_in_order_whole_with_names_and_resolved_fields() {
     ));
 }
 
+/// A table and a row range narrow the cells handed out; batches left with none are passed
+/// over, and the position moves past them.
+#[test]
+fn filters_by_table_and_rows_pass_over_what_they_leave_out() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), Options::default());
+    schema(&db);
+    let start = db.flushed_seq();
+    let t = db.table("t").unwrap();
+    let s1 = t.put(put(1)).unwrap();
+    let s2 = db
+        .write(
+            WriteBatch::new()
+                .put("t", put(2))
+                .put("t", put(70))
+                .put("ns:u", Put::new("r00002").add_at("c", "z", 1, "x")),
+            WriteOptions::default(),
+        )
+        .unwrap();
+    let s3 = db
+        .table("ns:u")
+        .unwrap()
+        .put(Put::new("r00003").add_at("c", "z", 1, "x"))
+        .unwrap();
+    let opts = ChangeFeedOptions::default()
+        .table("t")
+        .rows("r00002", "r00050");
+    let mut feed = db.changes_since_with(start, opts.clone()).unwrap();
+    let got = drain(&mut feed);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].seq, s2);
+    assert_eq!(got[0].cells.len(), 1);
+    assert_eq!(got[0].cells[0].row, b"r00002");
+    assert_eq!(feed.position(), s3, "past the batches left out");
+    let mut only_u = db
+        .changes_since_with(start, ChangeFeedOptions::default().table("ns:u"))
+        .unwrap();
+    let got: Vec<_> = drain(&mut only_u).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, vec![s2, s3]);
+    let mut rows_only = db
+        .changes_since_with(start, ChangeFeedOptions::default().rows("r00001", ""))
+        .unwrap();
+    let got: Vec<_> = drain(&mut rows_only).into_iter().map(|b| b.seq).collect();
+    assert_eq!(got, vec![s1, s2, s3]);
+    for bad in [
+        ChangeFeedOptions::default().rows("b", "a"),
+        ChangeFeedOptions::default().table("no such:name:at all"),
+    ] {
+        assert!(db.changes_since_with(start, bad).is_err());
+    }
+}
+
 #[test]
 fn skip_wal_writes_are_not_in_the_feed_and_durable_only_waits_for_an_fsync() {
     let d = tempfile::tempdir().unwrap();
@@ -171,7 +223,7 @@ fn skip_wal_writes_are_not_in_the_feed_and_durable_only_waits_for_an_fsync() {
     let a = t.put_with(put(1), w(Durability::SyncWal)).unwrap();
     t.put_with(put(2), w(Durability::SkipWal)).unwrap();
     let c = t.put_with(put(3), w(Durability::AsyncWal)).unwrap();
-    let durable = ChangeFeedOptions { durable_only: true };
+    let durable = ChangeFeedOptions::default().durable_only(true);
     let mut dfeed = db.changes_since_with(start, durable).unwrap();
     let mut feed = db.changes_since(start).unwrap();
     // Written (the async one once the WAL got to it), not synced.

@@ -210,16 +210,19 @@ fn export_then_the_change_feed_after_its_seq_catches_the_copy_up() {
     let dst = open(&d.path().join("dst"), quiet());
     dst.create_table(schema()).unwrap();
     load(&dst, &info);
-    let mut feed = src.changes_since(info.seq).unwrap();
+    let opts = cellar::ChangeFeedOptions::default()
+        .table("t")
+        .rows(lo.as_str(), hi.as_str());
+    let mut feed = src.changes_since_with(info.seq, opts).unwrap();
     let mut applied = 0;
-    while let Some(mut b) = feed.next_batch().unwrap() {
-        b.cells
-            .retain(|c| c.row.as_slice() >= lo.as_bytes() && c.row.as_slice() < hi.as_bytes());
-        if !b.cells.is_empty() {
-            dst.write(b.to_write_batch(), WriteOptions::default())
-                .unwrap();
-            applied += 1;
-        }
+    while let Some(b) = feed.next_batch().unwrap() {
+        assert!(b
+            .cells
+            .iter()
+            .all(|c| c.row.as_slice() >= lo.as_bytes() && c.row.as_slice() < hi.as_bytes()));
+        dst.write(b.to_write_batch(), WriteOptions::default())
+            .unwrap();
+        applied += 1;
     }
     assert!(
         applied > 100,

@@ -36,11 +36,37 @@ use crate::wal::{self, WalPin};
 use cellar_format::CellType;
 
 /// How a [`ChangeFeed`] reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChangeFeedOptions {
     /// Hand out a batch only once it is fdatasynced (survives power loss), not merely written
     /// and visible. A replica that must never hold a write the primary could lose sets this.
     pub durable_only: bool,
+    /// Only the cells of this table (`ns:table` or `table`); a batch left with none is passed
+    /// over. Cells of families dropped since match no table.
+    pub table: Option<String>,
+    /// Only the cells of rows in `[start, stop)` (an empty `stop`: to the end), as a region
+    /// covers them; a batch left with none is passed over.
+    pub rows: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ChangeFeedOptions {
+    /// Only cells of `table`.
+    pub fn table(mut self, table: &str) -> Self {
+        self.table = Some(table.to_owned());
+        self
+    }
+
+    /// Only cells of rows in `[start, stop)`.
+    pub fn rows(mut self, start: impl Into<Vec<u8>>, stop: impl Into<Vec<u8>>) -> Self {
+        self.rows = Some((start.into(), stop.into()));
+        self
+    }
+
+    /// Only batches fdatasynced.
+    pub fn durable_only(mut self, on: bool) -> Self {
+        self.durable_only = on;
+        self
+    }
 }
 
 /// One committed batch: everything one write call wrote, whole.
@@ -144,7 +170,9 @@ struct Segment {
 /// while it lives (drop it when done).
 pub struct ChangeFeed {
     db: Db,
-    opts: ChangeFeedOptions,
+    durable_only: bool,
+    table: Option<TableName>,
+    rows: Option<(Vec<u8>, Vec<u8>)>,
     pin: WalPin,
     seg: Segment,
     /// Offset of the next record in the segment.
@@ -152,7 +180,7 @@ pub struct ChangeFeed {
     /// Bytes of the segment from offset `buf_at`.
     buf: Vec<u8>,
     buf_at: u64,
-    /// The highest seq handed out, or `since`.
+    /// The highest seq handed out or passed over by the filters, or `since`.
     position: SeqNo,
     /// The highest seq read from the log (handed out or skipped): seqs must increase.
     last_read: SeqNo,
@@ -221,9 +249,17 @@ impl Db {
     /// [`Db::changes_since`] with options.
     pub fn changes_since_with(&self, since: SeqNo, opts: ChangeFeedOptions) -> Result<ChangeFeed> {
         let inner = &self.inner;
+        let table = opts.table.as_deref().map(TableName::parse).transpose()?;
+        if let Some((start, stop)) = &opts.rows {
+            if !stop.is_empty() && start >= stop {
+                return Err(Error::InvalidArgument(
+                    "change feed rows: the start row must come before the stop row".into(),
+                ));
+            }
+        }
         // Hold everything while the start is searched: nothing listed below can vanish.
         let mut pin = inner.wal.pin(0);
-        let upper = self.feed_upper(opts);
+        let upper = self.feed_upper(opts.durable_only);
         let given = inner.wal.watermarks().0.max(inner.visibility.read_point());
         if since > given {
             return Err(Error::InvalidArgument(format!(
@@ -266,7 +302,9 @@ impl Db {
         let seg = open_segment(self, number, path)?;
         Ok(ChangeFeed {
             db: self.clone(),
-            opts,
+            durable_only: opts.durable_only,
+            table,
+            rows: opts.rows,
             pin,
             seg,
             pos: 0,
@@ -283,9 +321,9 @@ impl Db {
     /// The highest seq a feed may hand out now: covered by the WAL's watermark and the read
     /// point (an `AsyncWal` write is visible before it is written, a `SyncWal` one written
     /// before it is visible).
-    fn feed_upper(&self, opts: ChangeFeedOptions) -> SeqNo {
+    fn feed_upper(&self, durable_only: bool) -> SeqNo {
         let (written, synced) = self.inner.wal.watermarks();
-        let wal = if opts.durable_only { synced } else { written };
+        let wal = if durable_only { synced } else { written };
         wal.min(self.inner.visibility.read_point())
     }
 }
@@ -393,8 +431,8 @@ impl Reader<'_> {
 }
 
 impl ChangeFeed {
-    /// The last seq handed out (or the `since` the feed began after): where a consumer that
-    /// stops now resumes with [`Db::changes_since`].
+    /// The last seq handed out or passed over by the options' filters (or the `since` the
+    /// feed began after): where a consumer that stops now resumes with [`Db::changes_since`].
     pub fn position(&self) -> SeqNo {
         self.position
     }
@@ -427,7 +465,7 @@ impl ChangeFeed {
                         continue;
                     }
                     if seq > self.upper {
-                        self.upper = self.db.feed_upper(self.opts);
+                        self.upper = self.db.feed_upper(self.durable_only);
                         if seq > self.upper {
                             return Ok(None);
                         }
@@ -436,7 +474,9 @@ impl ChangeFeed {
                     self.last_read = seq;
                     self.position = seq;
                     self.pos += len as u64;
-                    return Ok(Some(ChangeBatch { seq, cells }));
+                    if !cells.is_empty() {
+                        return Ok(Some(ChangeBatch { seq, cells }));
+                    }
                 }
                 Step::Skip(len) => self.pos += len as u64,
                 Step::Link {
@@ -519,11 +559,24 @@ impl ChangeFeed {
         if muts.iter().any(|m| !self.names.contains_key(&m.family)) {
             self.names = family_names(&self.db);
         }
+        let in_rows = |row: &[u8]| {
+            self.rows.as_ref().is_none_or(|(start, stop)| {
+                row >= start.as_slice() && (stop.is_empty() || row < stop.as_slice())
+            })
+        };
         Ok(muts
             .into_iter()
-            .map(|m| {
+            .filter_map(|m| {
                 let named = self.names.get(&m.family);
-                ChangeCell {
+                if let Some(t) = &self.table {
+                    if named.is_none_or(|(name, _)| name != t) {
+                        return None;
+                    }
+                }
+                if !in_rows(m.row) {
+                    return None;
+                }
+                Some(ChangeCell {
                     table: named.map(|(t, _)| t.clone()),
                     family: named.map(|(_, f)| f.clone()),
                     family_id: m.family,
@@ -533,7 +586,7 @@ impl ChangeFeed {
                     cell_type: m.cell_type,
                     value: m.value.to_vec(),
                     ttl: crate::tags::cell_ttl(m.tags).map(Duration::from_millis),
-                }
+                })
             })
             .collect())
     }
