@@ -289,7 +289,7 @@ impl Db {
         }
         // No batch at or below since + 1 is held: the feed is whole only if none after `since`
         // existed before the oldest one held (or, with none held, before the next to come).
-        let floor = oldest.unwrap_or(upper.saturating_add(1));
+        let floor = oldest.unwrap_or(given.saturating_add(1));
         if start.is_none() && since.saturating_add(1) < floor {
             return Err(Error::ChangesUnavailable {
                 since,
