@@ -105,11 +105,14 @@ impl Retention {
             .into_iter()
             .take_while(|(num, _)| *num < released_below)
             .collect();
-        let size = |path: &Path| {
-            self.fs
-                .open(path)
-                .and_then(|f| f.len())
-                .map_err(|e| Error::io(path, "reading a WAL segment's size", e))
+        // Sizes only decide what to keep and feed the counters: one that cannot be read counts
+        // as 0 (kept) rather than failing the flush that released it.
+        let size = |path: &Path| match self.fs.open(path).and_then(|f| f.len()) {
+            Ok(len) => len,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "reading a WAL segment's size");
+                0
+            }
         };
         // Of the unpinned ones, keep the newest within the budget; `cut` is how many of the
         // oldest go. Without a budget no size is needed to decide.
@@ -119,7 +122,7 @@ impl Retention {
             let mut kept = 0u64;
             cut = 0;
             for (i, (_, path)) in released[..unpinned].iter().enumerate().rev() {
-                kept = kept.saturating_add(size(path)?);
+                kept = kept.saturating_add(size(path));
                 if kept > self.keep_bytes {
                     cut = i + 1;
                     break;
@@ -139,7 +142,7 @@ impl Retention {
         let kept = &released[cut..];
         let mut bytes = 0u64;
         for (_, path) in kept {
-            bytes = bytes.saturating_add(size(path)?);
+            bytes = bytes.saturating_add(size(path));
         }
         self.kept_segments
             .store(kept.len() as u64, Ordering::Relaxed);
