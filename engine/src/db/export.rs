@@ -37,6 +37,9 @@ pub struct ExportInfo {
     /// The read point the export saw: it holds every write at or below it, none above. A
     /// change feed from here (`Db::changes_since(seq)`) carries what came after.
     pub seq: SeqNo,
+    /// The table's descriptor at the export: what a target without the table creates first
+    /// (`Db::create_table`) so that the files find their families.
+    pub table: crate::schema::TableDescriptor,
     /// One file per family that had cells in the range, in the table's family order.
     pub files: Vec<ExportedFile>,
 }
@@ -214,7 +217,11 @@ impl DbInner {
             let _ = fs.remove_dir(dir);
             return Err(e);
         }
-        Ok(ExportInfo { seq, files })
+        Ok(ExportInfo {
+            seq,
+            table: info.descriptor.clone(),
+            files,
+        })
     }
 
     /// A writer on `{dir}/{family}.hfile.part` with the family's settings.
