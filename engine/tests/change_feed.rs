@@ -228,7 +228,7 @@ fn skip_wal_writes_are_not_in_the_feed_and_durable_only_waits_for_an_fsync() {
     let mut feed = db.changes_since(start).unwrap();
     // Written (the async one once the WAL got to it), not synced.
     let mut seen = Vec::new();
-    for _ in 0..1000 {
+    for _ in 0..10_000 {
         seen.extend(drain(&mut feed).into_iter().map(|b| b.seq));
         if seen.len() == 2 {
             break;

@@ -208,6 +208,8 @@ fn export_then_the_change_feed_after_its_seq_catches_the_copy_up() {
         .unwrap()
         .export_range(lo.as_bytes(), hi.as_bytes(), d.path().join("x"))
         .unwrap();
+    // Writes after the export whatever the writer's pace: about half land in the range.
+    churn(&src, 13, 500);
     writer.join().unwrap();
     let dst = open(&d.path().join("dst"), quiet());
     dst.create_table(schema()).unwrap();
