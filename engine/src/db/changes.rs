@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Db;
 use crate::error::{Error, Result};
@@ -189,6 +189,8 @@ pub struct ChangeFeed {
     /// The segment read before this one and where its data ended, for the LINK check.
     came_from: Option<(u64, u64)>,
     names: FxHashMap<FamilyId, (TableName, String)>,
+    /// Families found dropped (missing from the schema when the map was last built).
+    dropped: FxHashSet<FamilyId>,
 }
 
 impl std::fmt::Debug for ChangeFeed {
@@ -315,6 +317,7 @@ impl Db {
             upper,
             came_from: None,
             names: FxHashMap::default(),
+            dropped: FxHashSet::default(),
         })
     }
 
@@ -556,8 +559,18 @@ impl ChangeFeed {
     fn decode(&mut self, seq: SeqNo, payload: std::ops::Range<usize>) -> Result<Vec<ChangeCell>> {
         let muts = crate::batch::decode(&self.buf[payload], self.seg.format)
             .map_err(|what| self.corruption(format!("batch of seq {seq}: {what}")))?;
-        if muts.iter().any(|m| !self.names.contains_key(&m.family)) {
+        // A family missing after a look at the schema was dropped for good (ids are never
+        // reused): the log of a dropped table does not rebuild the map at every batch.
+        let known = |m: &crate::batch::MutationRef<'_>| {
+            self.names.contains_key(&m.family) || self.dropped.contains(&m.family)
+        };
+        if !muts.iter().all(known) {
             self.names = family_names(&self.db);
+            for m in &muts {
+                if !self.names.contains_key(&m.family) {
+                    self.dropped.insert(m.family);
+                }
+            }
         }
         let in_rows = |row: &[u8]| {
             self.rows.as_ref().is_none_or(|(start, stop)| {

@@ -1426,7 +1426,7 @@ impl DbInner {
         } else {
             // Nothing to keep in the older segments (flushed, or of dropped families): without
             // this, every idle open would leave another preallocated segment behind.
-            let current = inner.wal.stats().current_segment;
+            let current = inner.wal.current_segment();
             // The manifest moves its log number past them before they go, as a flush's edit
             // does: replay takes a segment missing at or after the log number for a lost edit
             // (SPEC.md §16.6). Their records may also carry the highest sequence numbers ever

@@ -118,11 +118,15 @@ impl Retention {
         // oldest go. Without a budget no size is needed to decide.
         let unpinned = released.iter().take_while(|(n, _)| *n < limit).count();
         let mut cut = unpinned;
+        // Sizes read for the budget, by index, so the counters below do not read them again.
+        let mut sizes: Vec<Option<u64>> = vec![None; released.len()];
         if self.keep_bytes > 0 {
             let mut kept = 0u64;
             cut = 0;
             for (i, (_, path)) in released[..unpinned].iter().enumerate().rev() {
-                kept = kept.saturating_add(size(path));
+                let len = size(path);
+                sizes[i] = Some(len);
+                kept = kept.saturating_add(len);
                 if kept > self.keep_bytes {
                     cut = i + 1;
                     break;
@@ -141,8 +145,8 @@ impl Retention {
         }
         let kept = &released[cut..];
         let mut bytes = 0u64;
-        for (_, path) in kept {
-            bytes = bytes.saturating_add(size(path));
+        for (i, (_, path)) in kept.iter().enumerate() {
+            bytes = bytes.saturating_add(sizes[cut + i].unwrap_or_else(|| size(path)));
         }
         self.kept_segments
             .store(kept.len() as u64, Ordering::Relaxed);
