@@ -72,6 +72,18 @@ pub enum Error {
         /// The smallest seq a feed can start after.
         oldest: u64,
     },
+    /// No feed slot of that name (`Db::create_feed_slot`).
+    #[error("feed slot not found: {0}")]
+    FeedSlotNotFound(String),
+    /// A feed slot of that name exists already.
+    #[error("feed slot exists: {0}")]
+    FeedSlotExists(String),
+    /// The feed slot gave up the WAL segments it held (it fell further behind than
+    /// `WalOptions::slot_max_bytes` allows, or its segment was missing at open): its consumer
+    /// must start again from a copy of the data (an export or a checkpoint), and the slot be
+    /// dropped and created anew.
+    #[error("feed slot {0} is lost: the WAL it held was given up")]
+    FeedSlotLost(String),
     /// No namespace of that name.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),

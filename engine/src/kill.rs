@@ -42,6 +42,8 @@ pub const POINTS: &[&str] = &[
     "current.after_rename",
     // Table snapshot: files linked and synced, descriptor written as SNAPSHOT.part, not renamed.
     "table_snapshot.before_rename",
+    // Feed slots: the new list written and synced as FEED_SLOTS.part, not renamed.
+    "feed_slots.before_rename",
 ];
 
 /// Mark a kill point (see the module doc). Nothing without the `kill-points` feature.

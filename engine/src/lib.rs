@@ -104,12 +104,13 @@ pub use cache::{CacheStats, KindStats, OpenFileStats};
 pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
-    Append, BackupFile, BackupInfo, Backups, ChangeBatch, ChangeCell, ChangeFeed,
+    read_feed_slots, Append, BackupFile, BackupInfo, Backups, ChangeBatch, ChangeCell, ChangeFeed,
     ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, ExplainSource,
-    ExplainedCell, Explanation, ExportInfo, ExportedFile, Increment, IngestInfo, IngestOptions,
-    IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put, RangeEstimate,
-    RecoveryReport, RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision, SourceKind,
-    Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions, SNAPSHOTS_DIR,
+    ExplainedCell, Explanation, ExportInfo, ExportedFile, FeedSlotInfo, Increment, IngestInfo,
+    IngestOptions, IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put,
+    RangeEstimate, RecoveryReport, RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision,
+    SourceKind, Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions,
+    FEED_SLOTS, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -40,7 +40,7 @@ fn crash_child() {
         segment_size: 64 << 10,
         backend,
         mapped_writes: true,
-        retain_bytes: 0,
+        ..WalOptions::default()
     };
     let wal = Arc::new(Wal::open(Arc::new(RealFs), Path::new(&dir), opts, 1).unwrap());
     // Leading newline: libtest has already printed "test crash_child ... " on this line.

@@ -139,6 +139,8 @@ pub struct HarnessReport {
     pub snapshots_deleted: u64,
     /// Change feed batches checked after recoveries (summed; the WAL kept is read each time).
     pub feed_batches_checked: u64,
+    /// Batches read back through the feed slot after recoveries (summed).
+    pub slot_batches_checked: u64,
     /// Invariant violations, described.
     pub violations: Vec<String>,
     /// The WAL backend the children ran.
@@ -170,7 +172,7 @@ impl HarnessReport {
         )?;
         writeln!(
             out,
-            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches",
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches, {} feed slot batches",
             self.acked_checked,
             self.maybe_applied + self.maybe_lost,
             self.maybe_applied,
@@ -178,7 +180,8 @@ impl HarnessReport {
             self.files_verified,
             self.snapshots_checked,
             self.snapshots_deleted,
-            self.feed_batches_checked
+            self.feed_batches_checked,
+            self.slot_batches_checked
         )?;
         if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
             writeln!(
@@ -374,6 +377,13 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(120));
                 n += 1;
+                // The feed slot's consumer, lagging: reads some batches and acknowledges them
+                // (`KB` before the ack, `KA` once it returned).
+                if n % 2 == 1 {
+                    if let Err(e) = consume_slot(&db) {
+                        say(&format!("V feed slot: {e}"));
+                    }
+                }
                 let r = match n % 6 {
                     0 => db.major_compact(TABLE, None),
                     // A table snapshot: `SB` before the call, `SA` once it returned (the
@@ -397,6 +407,35 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
     }
     say("DONE");
     0
+}
+
+/// The feed slot the children consume and the harness checks; the harness creates it.
+const SLOT: &str = "crash-consumer";
+
+/// Batches the child's slot consumer reads per turn: fewer than the writers write, so the
+/// slot lags and holds segments the flushes released.
+const SLOT_BATCHES_PER_TURN: usize = 200;
+
+/// One turn of the child's slot consumer.
+fn consume_slot(db: &Db) -> cellar::Result<()> {
+    let mut feed = match db.feed_slot_changes(SLOT, Default::default()) {
+        Ok(f) => f,
+        Err(cellar::Error::FeedSlotNotFound(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let start = feed.position();
+    for _ in 0..SLOT_BATCHES_PER_TURN {
+        if feed.next_batch()?.is_none() {
+            break;
+        }
+    }
+    let pos = feed.position();
+    if pos > start {
+        say(&format!("KB {pos}"));
+        db.ack_feed_slot(SLOT, pos)?;
+        say(&format!("KA {pos}"));
+    }
+    Ok(())
 }
 
 /// Table snapshots the child keeps at most; older ones are deleted (`DB`, then `DA`).
@@ -458,6 +497,11 @@ struct Harness {
     /// Acknowledged writes by seq: key, and whether a put (not a delete). Those the WAL
     /// retention has dropped are forgotten after each check.
     acked_seqs: BTreeMap<u64, (String, bool)>,
+    /// The feed slot: whether the harness created it (durably), the last ack a child saw
+    /// return (`KA`) or the harness made, and the highest a child began (`KB`).
+    slot_created: bool,
+    slot_acked: u64,
+    slot_ack_begun: u64,
     report: HarnessReport,
 }
 
@@ -483,6 +527,9 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         snaps: BTreeMap::new(),
         snaps_deleting: BTreeSet::new(),
         acked_seqs: BTreeMap::new(),
+        slot_created: false,
+        slot_acked: 0,
+        slot_ack_begun: 0,
         report: HarnessReport::default(),
     };
     let mut points = Vec::new();
@@ -671,6 +718,14 @@ impl Harness {
                         .violations
                         .push(format!("{what}: a write failed without a fault: {k}: {l}"));
                 }
+                (Some("KB"), Some(seq), _) => {
+                    let seq = seq.parse().unwrap_or(0);
+                    self.slot_ack_begun = self.slot_ack_begun.max(seq);
+                }
+                (Some("KA"), Some(seq), _) => {
+                    let seq = seq.parse().unwrap_or(0);
+                    self.slot_acked = self.slot_acked.max(seq);
+                }
                 (Some("V"), _, _) => self.report.violations.push(format!("{what}: {l}")),
                 (Some("B"), Some(b), _) => self.report.backend = b.to_owned(),
                 (Some("H"), Some(p), Some(n)) => {
@@ -747,6 +802,8 @@ impl Harness {
                 violations.len()
             ));
         }
+        // Before the feed check, which forgets acknowledged seqs below what the WAL keeps.
+        self.verify_slot(&db)?;
         self.verify_feed(&db, &found)?;
         // Structural soundness: every HFile on disk is live and verifies; one manifest.
         let data = self.dir.join(cellar::manifest::DATA_DIR);
@@ -789,6 +846,72 @@ impl Harness {
             return Err(format!("{manifests} manifests after open"));
         }
         self.verify_snapshots(&db)
+    }
+
+    /// The feed slot survived every crash so far: it exists once its creation returned, its
+    /// position is an ack a child began and at or above the last one that returned, and its
+    /// feed holds every acknowledged write after that position (its segments were kept). Then
+    /// the harness, as a consumer caught up, acknowledges it to the end (creating it the
+    /// first time).
+    fn verify_slot(&mut self, db: &Db) -> Result<(), String> {
+        let slots = db.feed_slots().map_err(|e| format!("feed_slots: {e}"))?;
+        let Some(slot) = slots.iter().find(|s| s.name == SLOT) else {
+            if self.slot_created {
+                return Err(format!(
+                    "feed slot {SLOT} is gone after its creation returned"
+                ));
+            }
+            let since = db.flushed_seq();
+            db.create_feed_slot(SLOT, since)
+                .map_err(|e| format!("create_feed_slot: {e}"))?;
+            self.slot_created = true;
+            (self.slot_acked, self.slot_ack_begun) = (since, since);
+            return Ok(());
+        };
+        if slot.lost {
+            return Err(format!("feed slot {SLOT} is lost"));
+        }
+        let most = self.slot_acked.max(self.slot_ack_begun);
+        if slot.acked < self.slot_acked || slot.acked > most {
+            return Err(format!(
+                "feed slot {SLOT} stands at seq {}, but the acks returned reach {} and those \
+                 begun {most}",
+                slot.acked, self.slot_acked
+            ));
+        }
+        let mut feed = db
+            .feed_slot_changes(SLOT, Default::default())
+            .map_err(|e| format!("feed_slot_changes: {e}"))?;
+        let mut seen = BTreeSet::new();
+        while let Some(b) = feed
+            .next_batch()
+            .map_err(|e| format!("feed slot after seq {}: {e}", feed.position()))?
+        {
+            if b.seq <= slot.acked {
+                return Err(format!(
+                    "feed slot at seq {} handed out seq {}",
+                    slot.acked, b.seq
+                ));
+            }
+            seen.insert(b.seq);
+            self.report.slot_batches_checked += 1;
+        }
+        if let Some((seq, (k, _))) = self
+            .acked_seqs
+            .range(slot.acked + 1..)
+            .find(|(seq, _)| !seen.contains(*seq))
+        {
+            return Err(format!(
+                "acknowledged write of {k} at seq {seq} missing from the feed slot (at seq {})",
+                slot.acked
+            ));
+        }
+        let end = feed.position();
+        drop(feed);
+        db.ack_feed_slot(SLOT, end)
+            .map_err(|e| format!("ack_feed_slot: {e}"))?;
+        (self.slot_acked, self.slot_ack_begun) = (end, end);
+        Ok(())
     }
 
     /// The change feed over the WAL kept (`FEED_RETAIN_BYTES`), across every crash so far:

@@ -56,6 +56,18 @@ impl ChangeFeedOptions {
         self
     }
 
+    /// The table named, once the options are checked.
+    pub(super) fn check(&self) -> Result<Option<TableName>> {
+        if let Some((start, stop)) = &self.rows {
+            if !stop.is_empty() && start >= stop {
+                return Err(Error::InvalidArgument(
+                    "change feed rows: the start row must come before the stop row".into(),
+                ));
+            }
+        }
+        self.table.as_deref().map(TableName::parse).transpose()
+    }
+
     /// Only cells of rows in `[start, stop)`.
     pub fn rows(mut self, start: impl Into<Vec<u8>>, stop: impl Into<Vec<u8>>) -> Self {
         self.rows = Some((start.into(), stop.into()));
@@ -250,18 +262,19 @@ impl Db {
 
     /// [`Db::changes_since`] with options.
     pub fn changes_since_with(&self, since: SeqNo, opts: ChangeFeedOptions) -> Result<ChangeFeed> {
-        let inner = &self.inner;
-        let table = opts.table.as_deref().map(TableName::parse).transpose()?;
-        if let Some((start, stop)) = &opts.rows {
-            if !stop.is_empty() && start >= stop {
-                return Err(Error::InvalidArgument(
-                    "change feed rows: the start row must come before the stop row".into(),
-                ));
-            }
-        }
+        let table = opts.check()?;
         // Hold everything while the start is searched: nothing listed below can vanish.
-        let mut pin = inner.wal.pin(0);
-        let upper = self.feed_upper(opts.durable_only);
+        let mut pin = self.inner.wal.pin(0);
+        let (number, path) = self.feed_start(since)?;
+        pin.move_to(number);
+        self.open_feed(pin, number, path, since, opts, table)
+    }
+
+    /// The segment a feed of every batch after `since` starts in (SPEC.md §16.8), with every
+    /// segment pinned by the caller. `ChangesUnavailable` when the log no longer holds them
+    /// all, `InvalidArgument` for a `since` beyond every seq given out.
+    pub(super) fn feed_start(&self, since: SeqNo) -> Result<(u64, PathBuf)> {
+        let inner = &self.inner;
         let given = inner.wal.watermarks().0.max(inner.visibility.read_point());
         if since > given {
             return Err(Error::InvalidArgument(format!(
@@ -276,11 +289,13 @@ impl Db {
                 what: "the WAL directory holds no segment".into(),
             });
         };
+        // Forget removed segments (numbers are never reused): the cache is as small as the log.
+        inner.feed_first_seqs.lock().retain(|&n, _| n >= segs[0].0);
         // The segment to start in: the last whose first batch is at or below since + 1.
         let mut start: Option<(u64, PathBuf)> = None;
         let mut oldest: Option<SeqNo> = None;
         for (n, path) in &segs {
-            let Some(first) = first_seq(self, *n, path)? else {
+            let Some(first) = self.first_seq(*n, path)? else {
                 continue;
             };
             oldest.get_or_insert(first);
@@ -299,8 +314,21 @@ impl Db {
             });
         }
         // With no start found and no error, no segment holds a batch: begin at the newest.
-        let (number, path) = start.unwrap_or(last);
-        pin.move_to(number);
+        Ok(start.unwrap_or(last))
+    }
+
+    /// A feed reading segment `number` from its start, handing out batches after `since`;
+    /// `pin` holds that segment.
+    pub(super) fn open_feed(
+        &self,
+        pin: WalPin,
+        number: u64,
+        path: PathBuf,
+        since: SeqNo,
+        opts: ChangeFeedOptions,
+        table: Option<TableName>,
+    ) -> Result<ChangeFeed> {
+        let upper = self.feed_upper(opts.durable_only);
         let seg = open_segment(self, number, path)?;
         Ok(ChangeFeed {
             db: self.clone(),
@@ -319,6 +347,21 @@ impl Db {
             names: FxHashMap::default(),
             dropped: FxHashSet::default(),
         })
+    }
+
+    /// The seq of segment `number`'s first batch record, if it holds one: read once per
+    /// process for a finished segment (its first record never changes), every time for the
+    /// live one (whose first record may be yet to come).
+    pub(super) fn first_seq(&self, number: u64, path: &std::path::Path) -> Result<Option<SeqNo>> {
+        let inner = &self.inner;
+        if let Some(&first) = inner.feed_first_seqs.lock().get(&number) {
+            return Ok(first);
+        }
+        let first = first_seq(self, number, path)?;
+        if number < inner.wal.current_segment() {
+            inner.feed_first_seqs.lock().insert(number, first);
+        }
+        Ok(first)
     }
 
     /// The highest seq a feed may hand out now: covered by the WAL's watermark and the read

@@ -327,6 +327,7 @@ impl DbInner {
         self.update_pressure();
         self.kick_compaction();
         let deleted = self.wal.delete_segments_before(gen.boundary)?;
+        self.enforce_slot_limit();
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters
             .flushed_bytes

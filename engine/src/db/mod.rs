@@ -38,6 +38,7 @@ mod range;
 mod read;
 mod rmw;
 mod rowlock;
+mod slots;
 mod snapshot;
 mod sv;
 mod table_snapshot;
@@ -63,6 +64,7 @@ pub use options::{Options, WriteOptions};
 pub use range::RangeEstimate;
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
+pub use slots::{read_feed_slots, FeedSlotInfo, FEED_SLOTS};
 pub use snapshot::Snapshot;
 pub use table_snapshot::{
     read_table_snapshots, StoredSnapshot, TableSnapshotInfo, TableSnapshotOptions, SNAPSHOTS_DIR,
@@ -363,6 +365,11 @@ pub(crate) struct DbInner {
     /// Held by every table snapshot operation: one at a time, so a delete never removes
     /// files a clone is linking, and a directory without a descriptor is never one in progress.
     table_snapshots: Mutex<()>,
+    /// The feed slots (see `slots`); taken before the WAL's retention lock, never after.
+    slots: Mutex<slots::Slots>,
+    /// Segment number → its first batch's seq, for the finished segments a feed or slot
+    /// search read (see `changes`).
+    feed_first_seqs: Mutex<rustc_hash::FxHashMap<u64, Option<SeqNo>>>,
 }
 
 /// What the WAL replay at open found.
@@ -1371,6 +1378,8 @@ impl DbInner {
         let replayed = recovery.replayed_batches;
         let last_seq = state.last_seq().max(recovery.last_wal_seq);
         let wal = Wal::open(fs.clone(), &wal_dir, opts.wal.clone(), last_seq + 1)?;
+        // Before anything releases a segment: the slots' pins hold what their consumers need.
+        let slots = slots::Slots::load(&*fs, dir, &wal)?;
         tracing::info!(
             dir = %dir.display(),
             backend = ?wal.stats().backend,
@@ -1419,6 +1428,8 @@ impl DbInner {
             seek_budgets: compact::SeekBudgets::default(),
             seek_hint: Mutex::new(None),
             table_snapshots: Mutex::new(()),
+            slots: Mutex::new(slots),
+            feed_first_seqs: Mutex::new(Default::default()),
         };
         if replayed > 0 {
             // What the WAL held goes to files at once, so the segments can go.
@@ -1447,6 +1458,7 @@ impl DbInner {
             }
             inner.wal.delete_segments_before(current)?;
         }
+        inner.enforce_slot_limit();
         Ok(inner)
     }
 

@@ -108,6 +108,11 @@ pub struct WalOptions {
     /// space included) sum to at most this; older ones are removed. 0 (the default) removes
     /// them at once. A live feed holds the segments it has yet to read regardless.
     pub retain_bytes: u64,
+    /// Most bytes of flushed segments one feed slot (`Db::create_feed_slot`) may hold: a slot
+    /// whose consumer falls further behind is marked lost and lets its segments go (as
+    /// PostgreSQL's `max_slot_wal_keep_size`), so a stalled consumer cannot fill the disk.
+    /// 0 (the default): no limit.
+    pub slot_max_bytes: u64,
 }
 
 /// Smallest accepted [`WalOptions::segment_size`].
@@ -126,6 +131,7 @@ impl Default for WalOptions {
             backend: BackendKind::Auto,
             mapped_writes: true,
             retain_bytes: 0,
+            slot_max_bytes: 0,
         }
     }
 }

@@ -660,6 +660,9 @@ pub fn error_kind(e: &cellar::Error) -> &'static str {
         E::Closed => "Closed",
         E::MemstoreFull { .. } => "MemstoreFull",
         E::ChangesUnavailable { .. } => "ChangesUnavailable",
+        E::FeedSlotNotFound(_) => "FeedSlotNotFound",
+        E::FeedSlotExists(_) => "FeedSlotExists",
+        E::FeedSlotLost(_) => "FeedSlotLost",
         _ => "Error",
     }
 }
