@@ -291,7 +291,7 @@ impl Slots {
                 s.lost = true;
                 changed = true;
             }
-            let pin = (!s.lost).then(|| wal.pin(s.segment));
+            let pin = (!s.lost).then(|| wal.pin(s.segment).quiet_on_drop());
             map.insert(s.name.clone(), Slot { stored: s, pin });
         }
         let slots = Slots { map };
@@ -367,8 +367,9 @@ impl DbInner {
             );
             if let Some(s) = slots.map.get_mut(&name) {
                 s.stored.lost = true;
-                // Dropping the pin removes what nothing else holds.
-                s.pin = None;
+                if let Some(pin) = s.pin.take() {
+                    pin.release();
+                }
             }
         }
     }
@@ -424,7 +425,7 @@ impl Db {
             name.to_owned(),
             Slot {
                 stored,
-                pin: Some(pin),
+                pin: Some(pin.quiet_on_drop()),
             },
         );
         Ok(())
@@ -517,7 +518,9 @@ impl Db {
             .filter(|s| s.name != name)
             .collect();
         write(&*inner.fs, &inner.dir, &next)?;
-        slots.map.remove(name);
+        if let Some(pin) = slots.map.remove(name).and_then(|s| s.pin) {
+            pin.release();
+        }
         Ok(())
     }
 

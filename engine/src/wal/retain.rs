@@ -81,6 +81,7 @@ impl Retention {
         WalPin {
             retention: self.clone(),
             segment,
+            prune_on_drop: true,
         }
     }
 
@@ -174,6 +175,8 @@ impl Retention {
 pub struct WalPin {
     retention: Arc<Retention>,
     segment: u64,
+    /// Whether dropping the pin removes what it alone held.
+    prune_on_drop: bool,
 }
 
 impl WalPin {
@@ -198,10 +201,28 @@ impl WalPin {
     }
 }
 
+impl WalPin {
+    /// Dropping the pin lets go without removing anything: the pin of a durable holder (a
+    /// feed slot) drops when the database closes, and what it held must still be there at the
+    /// next open. [`WalPin::release`] is the deliberate let-go.
+    pub(crate) fn quiet_on_drop(mut self) -> Self {
+        self.prune_on_drop = false;
+        self
+    }
+
+    /// Let go now, removing what nothing else holds (what dropping an ordinary pin does).
+    pub(crate) fn release(mut self) {
+        self.prune_on_drop = true;
+    }
+}
+
 impl Drop for WalPin {
     fn drop(&mut self) {
         let mut st = self.retention.state.lock();
         self.retention.unpin(&mut st, self.segment);
+        if !self.prune_on_drop {
+            return;
+        }
         if let Err(e) = self.retention.prune(&st) {
             tracing::warn!(error = %e, "removing WAL segments a change feed released failed");
         }
