@@ -422,9 +422,36 @@ impl Stats {
         e.one(
             "cellar_change_feeds",
             Gauge,
-            "Live change feeds (each holds the WAL from the segment it reads).",
+            "Live change feeds and feed slots (each holds the WAL from the segment it reads).",
             int(w.feeds),
         );
+        if self.feed_slots.is_empty() {
+            return;
+        }
+        type Field = fn(&crate::FeedSlotInfo) -> u64;
+        let per_slot: [(&'static str, &str, Field); 3] = [
+            (
+                "cellar_feed_slot_acked_seq",
+                "The last seq a feed slot's consumer acknowledged.",
+                |s| s.acked,
+            ),
+            (
+                "cellar_feed_slot_held_bytes",
+                "Bytes of WAL segments a feed slot holds (up to the live segment).",
+                |s| s.held_bytes,
+            ),
+            (
+                "cellar_feed_slot_lost",
+                "1 once a feed slot gave its segments up (slot_max_bytes, or a missing segment).",
+                |s| u64::from(s.lost),
+            ),
+        ];
+        for (name, help, get) in per_slot {
+            e.family(name, Gauge, help);
+            for s in &self.feed_slots {
+                e.sample(&[("slot", &s.name)], int(get(s)));
+            }
+        }
     }
 
     fn cache_metrics(&self, e: &mut Exposition) {

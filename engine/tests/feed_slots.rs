@@ -98,6 +98,21 @@ fn a_slot_holds_the_log_across_reopens_until_its_consumer_acks() {
 
     db.ack_feed_slot("replica", seqs[999]).unwrap();
     let after = slot(&db, "replica");
+    let stats = db.stats();
+    assert_eq!(stats.feed_slots, [after.clone()]);
+    let text = stats.prometheus();
+    assert!(
+        text.contains(&format!(
+            "cellar_feed_slot_acked_seq{{slot=\"replica\"}} {}\n",
+            seqs[999]
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!(
+        "cellar_feed_slot_held_bytes{{slot=\"replica\"}} {}\n",
+        after.held_bytes
+    )));
+    assert!(db.stats_report().contains("Feed slot replica: acked seq"));
     assert_eq!(after.acked, seqs[999]);
     assert!(after.segment > before.segment);
     assert!(after.held_bytes < before.held_bytes);

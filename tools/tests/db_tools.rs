@@ -826,6 +826,70 @@ fn verify_checks_table_snapshots() {
 /// Segments kept for change feeds (`WalOptions::retain_bytes`): `wal-dump --since` shows what a
 /// feed would hand out, `verify` reads them as one chain with the live log and reports damage
 /// in them.
+/// `cellar verify` reads the feed slots: each with its position and what it holds; a slot
+/// whose segment is gone and a damaged `FEED_SLOTS` are problems (exit 1).
+#[test]
+fn feed_slots_are_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("db");
+    let mut opts = Options::default();
+    opts.wal.segment_size = 16 << 10;
+    let db = Db::open(&dir, opts).unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))
+        .unwrap();
+    db.create_feed_slot("early", db.flushed_seq()).unwrap();
+    let t = db.table("t").unwrap();
+    for i in 0..300u64 {
+        t.put(Put::new(format!("row{i:04}")).add_at("cf", "q", i, "v".repeat(100)))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.create_feed_slot("late", db.flushed_seq()).unwrap();
+    let slots = db.feed_slots().unwrap();
+    drop(t);
+    db.close().unwrap();
+
+    let v = json(&cellar(&["verify", "db", "--format", "json"], d.path()));
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let got = v["feed_slots"].as_array().unwrap();
+    assert_eq!(got.len(), 2, "{v}");
+    for (g, s) in got.iter().zip(&slots) {
+        assert_eq!(g["name"], s.name.as_str());
+        assert_eq!(g["status"], "ok");
+        assert_eq!(g["acked"], s.acked);
+        assert_eq!(g["segment"], s.segment);
+    }
+    assert!(
+        got[0]["held_bytes"].as_u64().unwrap() >= 3 * (16 << 10),
+        "{v}"
+    );
+    assert_eq!(
+        v["retained_wal"]["status"], "ok",
+        "the held segments are read: {v}"
+    );
+
+    let early = slots[0].segment;
+    let seg = dir.join("wal").join(cellar::wal::segment_file_name(early));
+    std::fs::remove_file(seg).unwrap();
+    let r = cellar(&["verify", "db", "--format", "json"], d.path());
+    let v = json(&r);
+    assert_eq!(r.code, 1, "{v}");
+    assert_eq!(v["feed_slots"][0]["status"], "missing_segment", "{v}");
+    assert_eq!(v["feed_slots"][1]["status"], "ok", "{v}");
+
+    let file = dir.join(cellar::FEED_SLOTS);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let r = cellar(&["verify", "db"], d.path());
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("FEED_SLOTS:0: corruption"),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn retained_wal_segments_are_dumped_since_a_seq_and_verified() {
     let d = tempfile::tempdir().unwrap();

@@ -1113,6 +1113,17 @@ pub(super) fn report(s: &super::Stats) -> String {
         mb(w.kept_bytes),
         w.feeds,
     );
+    for f in &s.feed_slots {
+        let _ = writeln!(
+            o,
+            "Feed slot {}: acked seq {}, holds segment {} on ({:.1} MB){}",
+            f.name,
+            f.acked,
+            f.segment,
+            mb(f.held_bytes),
+            if f.lost { ", LOST" } else { "" }
+        );
+    }
     let p = &s.prefault;
     let _ = writeln!(
         o,

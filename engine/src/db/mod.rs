@@ -200,6 +200,8 @@ pub struct Stats {
     pub oldest_snapshot: Option<SeqNo>,
     /// Live snapshots.
     pub live_snapshots: u64,
+    /// Every feed slot (`Db::feed_slots`), with what it holds.
+    pub feed_slots: Vec<FeedSlotInfo>,
     /// The block cache: capacity, usage, hits, misses, evictions, by block kind.
     pub block_cache: CacheStats,
     /// The open-file cache: files open, opens, hits, evictions.
@@ -1644,6 +1646,11 @@ impl DbInner {
             recovery: self.recovery.clone(),
             oldest_snapshot,
             live_snapshots,
+            // Counters must not fail: a listing error reads as no slots (and is logged).
+            feed_slots: self.slot_infos().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "listing the WAL for the feed slots' stats");
+                Vec::new()
+            }),
             compaction: self.compaction_stats(),
             block_cache: self
                 .block_cache

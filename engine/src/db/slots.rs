@@ -526,13 +526,18 @@ impl Db {
 
     /// Every feed slot, by name.
     pub fn feed_slots(&self) -> Result<Vec<FeedSlotInfo>> {
-        let inner = &self.inner;
-        let slots = inner.slots.lock();
+        self.inner.slot_infos()
+    }
+}
+
+impl DbInner {
+    pub(super) fn slot_infos(&self) -> Result<Vec<FeedSlotInfo>> {
+        let slots = self.slots.lock();
         if slots.map.is_empty() {
             return Ok(Vec::new());
         }
-        let sizes = segment_sizes(&*inner.fs, inner.wal.dir())?;
-        let current = inner.wal.current_segment();
+        let sizes = segment_sizes(&*self.fs, self.wal.dir())?;
+        let current = self.wal.current_segment();
         Ok(slots
             .map
             .values()

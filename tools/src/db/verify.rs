@@ -74,6 +74,18 @@ struct SnapshotCheck {
     status: &'static str,
 }
 
+/// One feed slot (`FEED_SLOTS`).
+#[derive(Debug, Serialize)]
+struct SlotCheck {
+    name: String,
+    acked: u64,
+    segment: u64,
+    held_bytes: u64,
+    /// `ok`, `lost` (it gave its segments up: a warning), or `missing_segment` (not lost,
+    /// but the segment it holds is gone: a problem; the next open marks it lost).
+    status: &'static str,
+}
+
 /// The `--format json` document.
 #[derive(Debug, Serialize)]
 struct VerifyDoc {
@@ -89,6 +101,7 @@ struct VerifyDoc {
     /// oldest through the live log as one chain; absent when none is kept.
     retained_wal: Option<WalJson>,
     snapshots: Vec<SnapshotCheck>,
+    feed_slots: Vec<SlotCheck>,
     warnings: Vec<String>,
     exit_code: i32,
 }
@@ -364,6 +377,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
         wal: None,
         retained_wal: None,
         snapshots: Vec::new(),
+        feed_slots: Vec::new(),
         warnings: Vec::new(),
         exit_code: EXIT_OK,
     };
@@ -447,6 +461,7 @@ fn verify_db(dir: &Path, fail_fast: bool) -> Result<VerifyDoc> {
     doc.retained_wal = check_retained_wal(dir, state.log_number(), &mut doc);
     doc.warnings.extend(orphans(dir, &state, log.number));
     check_snapshots(dir, &mut doc);
+    check_feed_slots(dir, &mut doc);
     let files_code = doc.files.iter().map(|f| f.check.exit_code).max();
     let files_code = files_code.unwrap_or(EXIT_OK);
     let problems_code = if doc.problems.is_empty() {
@@ -511,6 +526,56 @@ fn check_retained_wal(dir: &Path, log_number: u64, doc: &mut VerifyDoc) -> Optio
     })
 }
 
+/// The feed slots' file reads, and every slot not lost still has its segment.
+fn check_feed_slots(dir: &Path, doc: &mut VerifyDoc) {
+    let wal_dir = inspect::wal_dir(dir);
+    let slots = match cellar::read_feed_slots(&RealFs, dir, &wal_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            match &e {
+                cellar::Error::Corruption { file, offset, .. } => doc.problems.push(Problem {
+                    file: rel(dir, file),
+                    offset: *offset,
+                    what: e.to_string(),
+                }),
+                _ => doc.exit_code = doc.exit_code.max(EXIT_USAGE),
+            }
+            return;
+        }
+    };
+    let present: Vec<u64> = cellar::wal::list_segments(&RealFs, &wal_dir)
+        .map(|v| v.into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
+    for s in slots {
+        let status = if s.lost {
+            doc.warnings.push(format!(
+                "feed slot {} is lost (its consumer must start again from a copy)",
+                s.name
+            ));
+            "lost"
+        } else if !present.contains(&s.segment) {
+            doc.problems.push(Problem {
+                file: cellar::FEED_SLOTS.to_owned(),
+                offset: 0,
+                what: format!(
+                    "feed slot {} holds WAL segment {}, which is missing",
+                    s.name, s.segment
+                ),
+            });
+            "missing_segment"
+        } else {
+            "ok"
+        };
+        doc.feed_slots.push(SlotCheck {
+            name: s.name,
+            acked: s.acked,
+            segment: s.segment,
+            held_bytes: s.held_bytes,
+            status,
+        });
+    }
+}
+
 fn text(doc: &VerifyDoc) -> String {
     let mut s = String::new();
     for p in &doc.problems {
@@ -549,6 +614,12 @@ fn text(doc: &VerifyDoc) -> String {
         s.push_str(&format!(
             "table snapshot {} of {table}: {} ({} file(s))\n",
             snap.name, snap.status, snap.files
+        ));
+    }
+    for slot in &doc.feed_slots {
+        s.push_str(&format!(
+            "feed slot {}: {} (acked seq {}, holds WAL segment {} on, {} bytes)\n",
+            slot.name, slot.status, slot.acked, slot.segment, slot.held_bytes
         ));
     }
     for w in &doc.warnings {

@@ -746,6 +746,13 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
             "kept_bytes": s.wal.kept_bytes,
             "feeds": s.wal.feeds,
         },
+        "feed_slots": s.feed_slots.iter().map(|f| serde_json::json!({
+            "name": f.name,
+            "acked": f.acked,
+            "segment": f.segment,
+            "held_bytes": f.held_bytes,
+            "lost": f.lost,
+        })).collect::<Vec<_>>(),
         "prefault": {
             "active": s.prefault.active,
             "requests": s.prefault.requests,
