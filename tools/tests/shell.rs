@@ -1139,3 +1139,64 @@ list_snapshots
     assert_eq!(lines[2], r#"{"ok":true}"#, "{}", r.stdout);
     assert_error(lines[3], "Corruption");
 }
+
+/// `create_feed_slot`, `list_feed_slots`, `drop_feed_slot`: the slots the Rust API sees, the
+/// errors by kind; `status` lists them too.
+#[test]
+fn feed_slots_are_created_listed_and_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "create 't', 'cf'
+put 't', 'r1', 'cf:q', 'v1'
+create_feed_slot 'replica'
+create_feed_slot 'from-start', 0
+create_feed_slot 'replica'
+create_feed_slot 'bad name'
+create_feed_slot 'far', 99999
+create_feed_slot 'neg', -1
+list_feed_slots
+drop_feed_slot 'replica'
+drop_feed_slot 'replica'
+list_feed_slots
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "errors were made: {}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 12, "{}", r.stdout);
+    for l in &lines[2..4] {
+        assert_eq!(*l, r#"{"ok":true}"#, "{}", r.stdout);
+    }
+    assert_error(lines[4], "FeedSlotExists");
+    assert_error(lines[5], "InvalidArgument");
+    assert_error(lines[6], "InvalidArgument");
+    assert_error(lines[7], "ParseError");
+    let listed = &json_lines(lines[8])[0]["feed_slots"];
+    assert_eq!(listed[0]["name"], "from-start", "{listed}");
+    assert_eq!(listed[0]["acked"], 0);
+    assert_eq!(listed[1]["name"], "replica");
+    assert_eq!(listed[1]["acked"], 1, "the put's seq: {listed}");
+    assert_eq!(listed[1]["lost"], false);
+    assert_eq!(lines[9], r#"{"ok":true}"#);
+    assert_error(lines[10], "FeedSlotNotFound");
+    let listed = &json_lines(lines[11])[0]["feed_slots"];
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+
+    // What the shell made, the Rust API finds, and text mode lists it.
+    let d = cellar::Db::open(&db, cellar::Options::default()).unwrap();
+    let slots = d.feed_slots().unwrap();
+    assert_eq!(slots.len(), 1);
+    assert_eq!(slots[0].name, "from-start");
+    drop(d);
+    let r = shell(&db, &[], "list_feed_slots\n");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "FEED SLOT  ACKED SEQ + WAL HELD", "{}", r.stdout);
+    assert!(
+        lines[1].starts_with(" from-start 0, segment "),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines[2], "1 row(s)");
+    let r = shell(&db, &["--format", "json"], "status\n");
+    let v = &json_lines(&r.stdout)[0];
+    assert_eq!(v["stats"]["feed_slots"][0]["name"], "from-start", "{v}");
+}

@@ -603,6 +603,16 @@ impl Shell {
                     .map(Into::into)
                     .collect(),
             ),
+            Command::ListFeedSlots => Output::FeedSlots(db.feed_slots()?),
+            Command::CreateFeedSlot { name, since } => {
+                let since = since.unwrap_or_else(|| db.stats().read_point);
+                db.create_feed_slot(name, since)?;
+                Output::Done
+            }
+            Command::DropFeedSlot { name } => {
+                db.drop_feed_slot(name)?;
+                Output::Done
+            }
             Command::DeleteSnapshot { name } => {
                 db.delete_table_snapshot(name)?;
                 Output::Done
@@ -746,13 +756,7 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
             "kept_bytes": s.wal.kept_bytes,
             "feeds": s.wal.feeds,
         },
-        "feed_slots": s.feed_slots.iter().map(|f| serde_json::json!({
-            "name": f.name,
-            "acked": f.acked,
-            "segment": f.segment,
-            "held_bytes": f.held_bytes,
-            "lost": f.lost,
-        })).collect::<Vec<_>>(),
+        "feed_slots": s.feed_slots.iter().map(super::output::feed_slot_json).collect::<Vec<_>>(),
         "prefault": {
             "active": s.prefault.active,
             "requests": s.prefault.requests,

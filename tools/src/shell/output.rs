@@ -90,8 +90,21 @@ pub enum Output {
     Explain(Box<Explained>),
     /// `list_snapshots`, `list_table_snapshots`: by name.
     Snapshots(Vec<SnapshotJson>),
+    /// `list_feed_slots`: by name.
+    FeedSlots(Vec<cellar::FeedSlotInfo>),
     /// `exit`.
     Exit,
+}
+
+/// One feed slot as `list_feed_slots` and `status` show it.
+pub fn feed_slot_json(s: &cellar::FeedSlotInfo) -> serde_json::Value {
+    serde_json::json!({
+        "name": s.name,
+        "acked": s.acked,
+        "segment": s.segment,
+        "held_bytes": s.held_bytes,
+        "lost": s.lost,
+    })
 }
 
 /// One table snapshot as `list_snapshots` shows it.
@@ -548,6 +561,24 @@ impl Output {
                 let names: Vec<String> = list.iter().map(|s| s.name.clone()).collect();
                 tail = format!("{}\n", ruby_list(&names));
             }
+            Output::FeedSlots(list) => {
+                let width = list.iter().map(|s| s.name.len()).max().unwrap_or(0).max(9);
+                out.push_str(&format!("{:<width$} ACKED SEQ + WAL HELD\n", "FEED SLOT"));
+                for s in list {
+                    if s.lost {
+                        out.push_str(&format!(
+                            " {:<width$} {} LOST (drop it; its consumer starts again from a copy)\n",
+                            s.name, s.acked
+                        ));
+                    } else {
+                        out.push_str(&format!(
+                            " {:<width$} {}, segment {} on, {} bytes\n",
+                            s.name, s.acked, s.segment, s.held_bytes
+                        ));
+                    }
+                }
+                out.push_str(&format!("{} row(s)\n", list.len()));
+            }
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -620,6 +651,10 @@ impl Output {
                 format!(r#"{{"ok":true,"{field}":{}}}"#, json(value))
             }
             Output::Snapshots(list) => format!(r#"{{"ok":true,"snapshots":{}}}"#, json(list)),
+            Output::FeedSlots(list) => {
+                let list: Vec<_> = list.iter().map(feed_slot_json).collect();
+                format!(r#"{{"ok":true,"feed_slots":{}}}"#, json(&list))
+            }
         }
     }
 }

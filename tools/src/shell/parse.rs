@@ -293,6 +293,17 @@ pub enum Command {
         table_pattern: Option<String>,
         pattern: Option<String>,
     },
+    /// `list_feed_slots`.
+    ListFeedSlots,
+    /// `create_feed_slot 'name'[, since]`.
+    CreateFeedSlot {
+        name: String,
+        since: Option<u64>,
+    },
+    /// `drop_feed_slot 'name'`.
+    DropFeedSlot {
+        name: String,
+    },
     /// `delete_snapshot 'name'`.
     DeleteSnapshot {
         name: String,
@@ -399,6 +410,9 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("delete_snapshot", "delete_snapshot 'name'", "Delete a snapshot"),
     ("delete_all_snapshot", "delete_all_snapshot 'regex'", "Delete every snapshot whose name matches"),
     ("delete_table_snapshots", "delete_table_snapshots 'table regex'[, 'snapshot regex']", "Delete the snapshots of matching tables"),
+    ("list_feed_slots", "list_feed_slots", "List the change feed's slots: each consumer's acknowledged seq and the WAL it holds"),
+    ("create_feed_slot", "create_feed_slot 'name'[, since_seq]", "Keep the WAL after a seq (default: the last one given) for a consumer, across restarts"),
+    ("drop_feed_slot", "drop_feed_slot 'name'", "Remove a feed slot; the WAL it held goes"),
     ("status", "status ['simple' | 'summary' | 'detailed']", "Levels, files, sizes and counters (one report, whichever detail is asked)"),
     ("version", "version", "The version of Cellar"),
     ("help", "help ['command']", "This list, or one command's usage"),
@@ -654,6 +668,13 @@ impl Args {
                 String::from_utf8(s.clone()).map_err(|_| err(a.pos, format!("{what} must be text")))
             }
             _ => Err(self.usage_err(a.pos, what)),
+        }
+    }
+
+    fn opt_u64(&mut self, what: &str) -> Result<Option<u64>, ShellError> {
+        match self.items.pop_front() {
+            None => Ok(None),
+            Some(a) => nonneg(&a, what).map(Some),
         }
     }
 
@@ -1477,6 +1498,14 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         "list_table_snapshots" => Command::ListSnapshots {
             table_pattern: Some(a.text("a table name regular expression string")?),
             pattern: a.opt_text("a snapshot name regular expression string")?,
+        },
+        "list_feed_slots" => Command::ListFeedSlots,
+        "create_feed_slot" => Command::CreateFeedSlot {
+            name: a.text("a feed slot name string")?,
+            since: a.opt_u64("a sequence number")?,
+        },
+        "drop_feed_slot" => Command::DropFeedSlot {
+            name: a.text("a feed slot name string")?,
         },
         "delete_snapshot" => Command::DeleteSnapshot {
             name: a.text("a snapshot name string")?,
