@@ -99,7 +99,7 @@ fn a_slot_holds_the_log_across_reopens_until_its_consumer_acks() {
     db.ack_feed_slot("replica", seqs[999]).unwrap();
     let after = slot(&db, "replica");
     let stats = db.stats();
-    assert_eq!(stats.feed_slots, [after.clone()]);
+    assert_eq!(stats.feed_slots, std::slice::from_ref(&after));
     let text = stats.prometheus();
     assert!(
         text.contains(&format!(
