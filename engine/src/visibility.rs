@@ -120,6 +120,34 @@ impl Visibility {
         }
     }
 
+    /// Block until the read point passes `seq` (a batch above it is visible), for at most
+    /// `timeout`; returns whether it did. `Poisoned` as [`Visibility::wait_visible`].
+    pub fn wait_above(&self, seq: SeqNo, timeout: std::time::Duration) -> Result<bool> {
+        if self.read_point() > seq {
+            return Ok(true);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let mut g = lock(&self.inner);
+        loop {
+            if g.visible > seq {
+                return Ok(true);
+            }
+            if let Some(why) = &g.poisoned {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            g.waiters += 1;
+            g = match self.cv.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+            g.waiters -= 1;
+        }
+    }
+
     /// Wake every waiter with `Poisoned` (a batch will never complete).
     pub fn poison(&self, why: &Poison) {
         let mut g = lock(&self.inner);

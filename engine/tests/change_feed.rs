@@ -242,6 +242,87 @@ fn skip_wal_writes_are_not_in_the_feed_and_durable_only_waits_for_an_fsync() {
     assert_eq!(got, vec![a, c, e]);
 }
 
+/// `next_batch_wait`: a consumer that only waits (never sleeps itself) gets every batch of
+/// writers of each durability, in order, including `AsyncWal` ones visible before they are
+/// written; with nothing coming, or only batches the filter leaves out, it returns `None`
+/// once its time is up, the position moved past what was left out.
+#[test]
+fn a_waiting_feed_wakes_for_each_write_and_times_out_without_one() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), small(0));
+    schema(&db);
+    let start = db.flushed_seq();
+    let mut feed = db.changes_since(start).unwrap();
+    let mut durable = db
+        .changes_since_with(start, ChangeFeedOptions::default().durable_only(true))
+        .unwrap();
+    assert!(feed
+        .next_batch_wait(Duration::from_millis(20))
+        .unwrap()
+        .is_none());
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let t = db.table("t").unwrap();
+            let mut rng = StdRng::seed_from_u64(7);
+            let mut seqs = Vec::new();
+            for i in 0..300 {
+                let d = [
+                    Durability::SyncWal,
+                    Durability::AsyncWal,
+                    Durability::FsyncWal,
+                    Durability::SkipWal,
+                ][i % 4];
+                let seq = t
+                    .put_with(put(i as u64), WriteOptions::durability(d))
+                    .unwrap();
+                if d != Durability::SkipWal {
+                    seqs.push(seq);
+                }
+                if rng.random_range(0..10) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            seqs
+        })
+    };
+    let mut got = Vec::new();
+    while got.len() < 225 {
+        match feed.next_batch_wait(Duration::from_secs(30)).unwrap() {
+            Some(b) => got.push(b.seq),
+            None => panic!("no batch within 30 s after {} of 225", got.len()),
+        }
+    }
+    let mut want = writer.join().unwrap();
+    assert_eq!(got, want);
+    // The durable feed gets them once an fsync covers them: AsyncWal and SyncWal puts after
+    // the last FsyncWal one wait for the next sync, which this put makes.
+    want.push(
+        db.table("t")
+            .unwrap()
+            .put_with(put(1_000), WriteOptions::durability(Durability::FsyncWal))
+            .unwrap(),
+    );
+    let mut got = Vec::new();
+    while let Some(b) = durable.next_batch_wait(Duration::from_secs(5)).unwrap() {
+        got.push(b.seq);
+        if got.len() == want.len() {
+            break;
+        }
+    }
+    assert_eq!(got, want);
+    // Only batches the filter leaves out: `None` when the time is up, the position past them.
+    let mut only_u = db
+        .changes_since_with(db.flushed_seq(), ChangeFeedOptions::default().table("ns:u"))
+        .unwrap();
+    let skipped = db.table("t").unwrap().put(put(999)).unwrap();
+    assert!(only_u
+        .next_batch_wait(Duration::from_millis(30))
+        .unwrap()
+        .is_none());
+    assert_eq!(only_u.position(), skipped);
+}
+
 #[test]
 fn a_live_feed_holds_the_segments_it_needs_and_lets_go_when_dropped() {
     let d = tempfile::tempdir().unwrap();

@@ -465,7 +465,7 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
                         .unwrap();
                     let mut n = 0;
                     loop {
-                        match feed.next_batch().unwrap() {
+                        match feed.next_batch_wait(Duration::from_millis(20)).unwrap() {
                             Some(b) if b.seq <= done => {}
                             Some(b) => {
                                 let batch = b.to_write_batch().put(
@@ -490,7 +490,7 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
                                 primary.ack_feed_slot("replica", feed.position()).unwrap();
                                 return applied;
                             }
-                            None => std::thread::sleep(Duration::from_micros(200)),
+                            None => {}
                         }
                     }
                 }

@@ -483,6 +483,56 @@ impl ChangeFeed {
         self.position
     }
 
+    /// [`ChangeFeed::next_batch`], waiting up to `timeout` for a batch to be committed when
+    /// the feed has caught up: a consumer tailing the log calls this in a loop instead of
+    /// polling. `None` once `timeout` passed without one (or with only batches the options
+    /// filter out). Wakes when a write becomes visible; a visible batch whose bytes the feed
+    /// may not read yet (an `AsyncWal` write not yet written by the WAL's thread, or one not
+    /// yet fsynced under `durable_only`) is looked for again after short naps.
+    ///
+    /// ```
+    /// use cellar::{Db, FamilyDescriptor, Options, Put, TableDescriptor};
+    /// use std::time::Duration;
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let db = Db::open(tmp.path(), Options::default())?;
+    /// db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))?;
+    /// let mut feed = db.changes_since(db.flushed_seq())?;
+    /// let writer = {
+    ///     let db = db.clone();
+    ///     std::thread::spawn(move || db.table("t")?.put(Put::new("r").add("cf", "q", "v")))
+    /// };
+    /// let batch = feed.next_batch_wait(Duration::from_secs(10))?.expect("the put came");
+    /// assert_eq!(batch.seq, writer.join().unwrap()?);
+    /// assert!(feed.next_batch_wait(Duration::from_millis(10))?.is_none());
+    /// # Ok::<(), cellar::Error>(())
+    /// ```
+    pub fn next_batch_wait(&mut self, timeout: Duration) -> Result<Option<ChangeBatch>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut nap = Duration::from_micros(50);
+        loop {
+            // Taken before the look: if the log covered the read point then, the look hands
+            // out everything visible then, and only a later write can bring more.
+            let visible = self.db.inner.visibility.read_point();
+            let covered = self.db.feed_upper(self.durable_only) >= visible;
+            if let Some(b) = self.next_batch()? {
+                return Ok(Some(b));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if covered {
+                if !self.db.inner.visibility.wait_above(visible, left)? {
+                    return Ok(None);
+                }
+                nap = Duration::from_micros(50);
+            } else {
+                std::thread::sleep(nap.min(left));
+                nap = (nap * 2).min(Duration::from_millis(5));
+            }
+        }
+    }
+
     /// The next committed batch, or `None` when every batch visible so far was handed out
     /// (call again later to follow the log). `Corruption` when the log is damaged where it
     /// was finished, or seqs do not increase.
