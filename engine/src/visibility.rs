@@ -200,6 +200,28 @@ mod tests {
         v.poison(&Poison::new(crate::PoisonCause::Io, "wal write failed"));
         assert!(matches!(w.join().unwrap(), Err(Error::Poisoned(_))));
     }
+
+    /// `wait_above` (the change feed's wait): at once when already past, `false` when the
+    /// time is up, woken by a later batch, and by a poison.
+    #[test]
+    fn wait_above_times_out_or_wakes() {
+        use std::time::Duration;
+        let v = Arc::new(Visibility::new(5));
+        assert!(v.wait_above(4, Duration::ZERO).unwrap());
+        assert!(!v.wait_above(5, Duration::from_millis(10)).unwrap());
+        let w = {
+            let v = v.clone();
+            std::thread::spawn(move || v.wait_above(5, Duration::from_secs(60)))
+        };
+        v.complete(6);
+        assert!(w.join().unwrap().unwrap());
+        let w = {
+            let v = v.clone();
+            std::thread::spawn(move || v.wait_above(6, Duration::from_secs(60)))
+        };
+        v.poison(&Poison::new(crate::PoisonCause::Io, "wal write failed"));
+        assert!(matches!(w.join().unwrap(), Err(Error::Poisoned(_))));
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -236,6 +258,21 @@ mod loom_tests {
             b.join().unwrap();
             waiter.join().unwrap();
             assert_eq!(v.read_point(), 2);
+        });
+    }
+
+    /// The change feed's waiter sleeps until a batch above the read point it saw is
+    /// published: the wake-up is never lost between its check and its sleep.
+    #[test]
+    fn wait_above_wakes_for_a_later_batch() {
+        loom::model(|| {
+            let v = Arc::new(Visibility::new(0));
+            let waiter = {
+                let v = v.clone();
+                thread::spawn(move || v.wait_above(0, std::time::Duration::from_secs(3600)))
+            };
+            v.complete(1);
+            assert!(waiter.join().unwrap().unwrap());
         });
     }
 
