@@ -559,3 +559,74 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
         cells(&p)
     );
 }
+
+/// Power loss (every crash policy of `SimFs`) after each step of a workload of fsynced puts,
+/// flushes and acks: the slot is there, at the last ack that returned (an ack is durable when
+/// it returns), never lost, and its feed holds every fsynced put after that ack, in order —
+/// nothing it needed was removed before the ack that let it go was durable.
+#[test]
+fn a_slot_survives_power_loss_at_every_step() {
+    use cellar::fs::{CrashPolicy, SimFs};
+    let fs = SimFs::new();
+    let opts = |fs: &SimFs| {
+        let mut o = small(0);
+        o.fs = Arc::new(fs.clone());
+        o
+    };
+    let dir = Path::new("/db");
+    let db = Db::open(dir, opts(&fs)).unwrap();
+    schema(&db);
+    let t = db.table("t").unwrap();
+    let mut acked = db.flushed_seq();
+    db.create_feed_slot("s", acked).unwrap();
+    let mut fsynced: Vec<u64> = Vec::new();
+    let policies = [
+        CrashPolicy::DropAll,
+        CrashPolicy::KeepRandomPrefix,
+        CrashPolicy::Tear { sector: 512 },
+        CrashPolicy::Garble { sector: 512 },
+    ];
+    let mut checked = 0;
+    for step in 0..40u64 {
+        match step % 5 {
+            0..=2 => {
+                for i in 0..40 {
+                    let seq = t
+                        .put_with(
+                            put(step * 100 + i),
+                            WriteOptions::durability(Durability::FsyncWal),
+                        )
+                        .unwrap();
+                    fsynced.push(seq);
+                }
+            }
+            3 => db.flush().unwrap(),
+            _ => {
+                // A consumer two thirds of the way through.
+                let to = fsynced[fsynced.len() * 2 / 3];
+                if to > acked {
+                    db.ack_feed_slot("s", to).unwrap();
+                    acked = to;
+                }
+            }
+        }
+        for (k, policy) in policies.iter().enumerate() {
+            let crashed = fs.crash(*policy, step * 10 + k as u64);
+            let db2 = Db::open(dir, opts(&crashed))
+                .unwrap_or_else(|e| panic!("step {step} {policy:?}: open: {e}"));
+            let s = slot(&db2, "s");
+            assert!(!s.lost, "step {step} {policy:?}");
+            assert_eq!(s.acked, acked, "step {step} {policy:?}");
+            let got = drain_slot(&db2, "s");
+            let want: Vec<u64> = fsynced.iter().copied().filter(|&q| q > acked).collect();
+            assert_eq!(
+                got, want,
+                "step {step} {policy:?}: the slot's feed after seq {acked}"
+            );
+            db2.close().unwrap();
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 160);
+    assert!(db.stats().flushes >= 8);
+}
