@@ -42,6 +42,10 @@ fn every_kill_point_once_and_ten_random_kills() {
         report.feed_batches_checked > 0,
         "no change feed batch was checked"
     );
+    assert!(
+        report.slot_batches_checked > 0,
+        "no feed slot batch was checked"
+    );
     if with_points {
         assert_eq!(
             report.points_never_hit(),

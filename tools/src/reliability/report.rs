@@ -118,6 +118,8 @@ pub struct Crash {
     pub snapshots_checked: u64,
     /// Change feed batches read back from the WAL and checked after recoveries (summed).
     pub feed_batches_checked: u64,
+    /// Batches read back through the feed slot (its held WAL) after recoveries (summed).
+    pub slot_batches_checked: u64,
     /// Kill points.
     pub kill_points: KillPoints,
 }
@@ -388,14 +390,16 @@ impl Report {
                 "checked",
                 format!(
                     "{} acknowledged writes, {} in flight at a kill ({} applied, {} lost), \
-                     {} HFiles verified, {} table snapshots cloned, {} change feed batches",
+                     {} HFiles verified, {} table snapshots cloned, {} change feed batches, \
+                     {} feed slot batches",
                     c.acked_checked,
                     c.maybe_applied + c.maybe_lost,
                     c.maybe_applied,
                     c.maybe_lost,
                     c.files_verified,
                     c.snapshots_checked,
-                    c.feed_batches_checked
+                    c.feed_batches_checked,
+                    c.slot_batches_checked
                 ),
             ),
         ];

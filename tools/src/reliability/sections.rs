@@ -127,6 +127,7 @@ pub(super) fn crash(exe: &Path, seed: u64, slice: Duration) -> Result<Crash> {
         files_verified: r.files_verified,
         snapshots_checked: r.snapshots_checked,
         feed_batches_checked: r.feed_batches_checked,
+        slot_batches_checked: r.slot_batches_checked,
         kill_points,
     })
 }
