@@ -14,7 +14,9 @@
 //!   ending where the live log begins, which the feed's link check relies on.
 //!
 //! A segment released while pinned is removed when the last pin above it goes (the drop of the
-//! pin runs the removal again) or at the next flush. Kept segments lie below the manifest's log
+//! pin runs the removal again) or at the next flush. A feed slot's pin (`crate::db::slots`) is
+//! the exception: it drops without removing anything when the database closes, since the slot
+//! itself lives on in its file and pins the segment again at the next open. Kept segments lie below the manifest's log
 //! number, where replay does not read (SPEC.md §16.6, §16.8): they cost disk space only.
 
 use std::collections::BTreeMap;
@@ -199,9 +201,7 @@ impl WalPin {
             tracing::warn!(error = %e, "removing WAL segments a change feed released failed");
         }
     }
-}
 
-impl WalPin {
     /// Dropping the pin lets go without removing anything: the pin of a durable holder (a
     /// feed slot) drops when the database closes, and what it held must still be there at the
     /// next open. [`WalPin::release`] is the deliberate let-go.
