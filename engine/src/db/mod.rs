@@ -28,6 +28,7 @@ mod compact;
 mod explain;
 mod export;
 mod flush;
+mod framed;
 mod gate;
 mod graveyard;
 mod ingest;

@@ -37,12 +37,11 @@ use std::path::Path;
 use cellar_format::coding::{put_varint32, put_varint64, Cursor};
 
 use super::changes::{ChangeFeed, ChangeFeedOptions};
-use super::{Db, DbInner};
+use super::{framed, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::schema::validate_name;
 use crate::types::SeqNo;
-use crate::wal::record::{self, Decoded};
 use crate::wal::{self, Wal, WalPin};
 
 /// The feed slots' file, in the database directory.
@@ -90,34 +89,18 @@ fn encode(slots: &[Stored]) -> Vec<u8> {
         put_varint64(&mut payload, s.segment);
         payload.push(if s.lost { LOST } else { 0 });
     }
-    let mut out = Vec::with_capacity(record::framed_len(payload.len()));
-    record::encode(0, 1, &payload, &mut out);
-    out
+    framed::encode(&payload)
 }
 
 fn decode(path: &Path, data: &[u8]) -> Result<Vec<Stored>> {
-    let at = record::framed_len(0);
+    let payload = framed::payload(path, data, "feed slots")?;
+    let at = framed::payload_at();
     let bad = |offset: usize, what: String| Error::Corruption {
         file: path.to_owned(),
         offset: offset as u64,
         what: format!("feed slots: {what}"),
     };
-    let r = match record::decode(data, 0) {
-        Ok(Decoded::Record(r)) => r,
-        Ok(Decoded::End) => return Err(bad(0, "empty".into())),
-        Err(e) => return Err(bad(0, e.to_string())),
-    };
-    if r.seq != 1 || r.len != data.len() {
-        return Err(bad(
-            r.len,
-            format!(
-                "one record of seq 1 expected (seq {}, {} bytes after it)",
-                r.seq,
-                data.len() - r.len
-            ),
-        ));
-    }
-    let mut c = Cursor::new(r.payload);
+    let mut c = Cursor::new(payload);
     let fail = |c: &Cursor<'_>, what: String| bad(at + c.position(), what);
     let format = c.varint32("format").map_err(|m| fail(&c, m.0))?;
     if format != FORMAT {
@@ -163,26 +146,10 @@ fn decode(path: &Path, data: &[u8]) -> Result<Vec<Stored>> {
 /// The slots stored in database directory `dir` (none without a file).
 fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<Stored>> {
     let path = dir.join(FEED_SLOTS);
-    let file = match fs.open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&path, "opening the feed slots", e)),
-    };
-    let len = file
-        .len()
-        .map_err(|e| Error::io(&path, "reading the feed slots", e))?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= record::framed_len(record::MAX_PAYLOAD as usize))
-        .ok_or_else(|| Error::Corruption {
-            file: path.clone(),
-            offset: 0,
-            what: format!("feed slots file of {len} bytes"),
-        })?;
-    let data = file
-        .read_vec_at(len, 0)
-        .map_err(|e| Error::io(&path, "reading the feed slots", e))?;
-    decode(&path, &data)
+    match framed::read(fs, &path, "reading the feed slots", "feed slots file")? {
+        Some(data) => decode(&path, &data),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Replace the stored list with `slots`: written beside, synced, renamed, directory synced.
@@ -608,11 +575,7 @@ mod tests {
     #[test]
     fn bad_fields_are_named() {
         let p = Path::new("FEED_SLOTS");
-        let frame = |payload: &[u8]| {
-            let mut out = Vec::new();
-            record::encode(0, 1, payload, &mut out);
-            out
-        };
+        let frame = framed::encode;
         let cases: [(&[u8], &str); 5] = [
             (&[2, 0], "format 2"),
             (&[1, 1, 2, b'.', b'a', 0, 1, 0], "bad slot name"),

@@ -39,13 +39,12 @@ use cellar_format::coding::{put_varint32, put_varint64, Cursor};
 
 use super::backup::{list_or_empty, remove_tree};
 use super::checkpoint::link_or_copy;
-use super::{files_of, DbInner};
+use super::{files_of, framed, DbInner};
 use crate::error::{Error, Result};
 use crate::fs::{create_dir_durable, FileSystem};
 use crate::manifest::{self, TableEntry, VersionEdit, NUM_LEVELS};
 use crate::schema::{validate_name, TableDescriptor, TableName};
 use crate::types::{FileMeta, SeqNo};
-use crate::wal::record::{self, Decoded};
 
 /// The directory of table snapshots, in the database directory.
 pub const SNAPSHOTS_DIR: &str = "snapshots";
@@ -136,9 +135,7 @@ impl Descriptor {
             }
             .encode(),
         );
-        let mut out = Vec::with_capacity(record::framed_len(payload.len()));
-        record::encode(0, 1, &payload, &mut out);
-        out
+        framed::encode(&payload)
     }
 
     /// Decode and check a descriptor read whole from `path`.
@@ -148,23 +145,9 @@ impl Descriptor {
             offset: offset as u64,
             what: format!("table snapshot descriptor: {what}"),
         };
-        let r = match record::decode(data, 0) {
-            Ok(Decoded::Record(r)) => r,
-            Ok(Decoded::End) => return Err(bad(0, "empty".into())),
-            Err(e) => return Err(bad(0, e.to_string())),
-        };
-        if r.seq != 1 || r.len != data.len() {
-            return Err(bad(
-                r.len,
-                format!(
-                    "one record of seq 1 expected (seq {}, {} bytes after it)",
-                    r.seq,
-                    data.len() - r.len
-                ),
-            ));
-        }
-        let at = record::framed_len(0);
-        let mut c = Cursor::new(r.payload);
+        let payload = framed::payload(path, data, "table snapshot descriptor")?;
+        let at = framed::payload_at();
+        let mut c = Cursor::new(payload);
         let format = c.varint32("format").map_err(|m| bad(at, m.0))?;
         if format != DESCRIPTOR_FORMAT {
             return Err(bad(
@@ -174,7 +157,7 @@ impl Descriptor {
         }
         let created_ms = c.varint64("created_ms").map_err(|m| bad(at, m.0))?;
         let start = c.position();
-        let edit = VersionEdit::decode(&r.payload[start..])
+        let edit = VersionEdit::decode(&payload[start..])
             .map_err(|e| bad(at + start + e.offset, e.what))?;
         let (Some(seq), [table]) = (edit.last_seq, &edit.put_tables[..]) else {
             return Err(bad(
@@ -236,28 +219,11 @@ fn snapshot_file(snap: &Path, f: &FileMeta) -> PathBuf {
 
 fn read_descriptor(fs: &dyn FileSystem, snap: &Path, name: &str) -> Result<Descriptor> {
     let path = snap.join(DESCRIPTOR);
-    let file = match fs.open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::SnapshotNotFound(name.to_owned()))
-        }
-        Err(e) => return Err(Error::io(&path, "opening a table snapshot's descriptor", e)),
-    };
-    let len = file
-        .len()
-        .map_err(|e| Error::io(&path, "reading a table snapshot's descriptor", e))?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= record::framed_len(record::MAX_PAYLOAD as usize))
-        .ok_or_else(|| Error::Corruption {
-            file: path.clone(),
-            offset: 0,
-            what: format!("table snapshot descriptor of {len} bytes"),
-        })?;
-    let data = file
-        .read_vec_at(len, 0)
-        .map_err(|e| Error::io(&path, "reading a table snapshot's descriptor", e))?;
-    Descriptor::decode(&path, &data)
+    let what = "table snapshot descriptor";
+    match framed::read(fs, &path, "reading a table snapshot's descriptor", what)? {
+        Some(data) => Descriptor::decode(&path, &data),
+        None => Err(Error::SnapshotNotFound(name.to_owned())),
+    }
 }
 
 /// A table snapshot read from a database directory without opening the database
@@ -634,6 +600,7 @@ impl DbInner {
 mod tests {
     use super::*;
     use crate::schema::FamilyDescriptor;
+    use crate::wal::record;
 
     fn file(number: u64, family: u32, level: u32) -> FileMeta {
         FileMeta {
