@@ -518,31 +518,7 @@ fn a_replica_fed_from_the_feed_reads_like_the_primary() {
                 let mut rng = StdRng::seed_from_u64(0xfeed + w);
                 let mut top = 0;
                 for _ in 0..1_500 {
-                    let row = format!("r{:03}", rng.random_range(0..60));
-                    let ts = rng.random_range(1..200u64);
-                    let fam = ["a", "b"][rng.random_range(0..2)];
-                    let q = format!("q{}", rng.random_range(0..3));
-                    let b = match rng.random_range(0..10) {
-                        0 => WriteBatch::new().delete("t", Delete::new(row).column_at(fam, q, ts)),
-                        1 => WriteBatch::new().delete("t", Delete::new(row).columns_at(fam, q, ts)),
-                        2 => WriteBatch::new().delete("t", Delete::new(row).family_at(fam, ts)),
-                        3 => {
-                            WriteBatch::new().delete("t", Delete::new(row).family_version(fam, ts))
-                        }
-                        4 => WriteBatch::new().delete("t", Delete::new(row).column(fam, q)),
-                        5 => WriteBatch::new()
-                            .put("t", Put::new(row.clone()).add_at(fam, q, ts, "x"))
-                            .put("ns:u", Put::new(row).add_at("c", "z", ts, format!("{w}"))),
-                        _ => WriteBatch::new().put(
-                            "t",
-                            Put::new(row).add_at(
-                                fam,
-                                q,
-                                ts,
-                                format!("{w}-{ts}-{}", "v".repeat(60)),
-                            ),
-                        ),
-                    };
+                    let b = common::random_replication_batch(&mut rng, w);
                     top = top.max(db.write(b, WriteOptions::default()).unwrap());
                     written.fetch_add(1, Ordering::Release);
                 }

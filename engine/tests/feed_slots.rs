@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use cellar::wal::WalOptions;
 use cellar::{
-    ChangeFeedOptions, Db, Delete, Durability, Error, FamilyDescriptor, FeedSlotInfo, Options, Put,
-    Scan, TableDescriptor, WriteBatch, WriteOptions, FEED_SLOTS,
+    ChangeFeedOptions, Db, Durability, Error, FamilyDescriptor, FeedSlotInfo, Options, Put, Scan,
+    TableDescriptor, WriteOptions, FEED_SLOTS,
 };
 use common::{flip_byte, open, wal_segments};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -429,12 +429,20 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
             .family(FamilyDescriptor::new("a").max_versions(10_000))
             .family(FamilyDescriptor::new("b").max_versions(10_000))
     };
+    let schema = |db: &Db| {
+        db.create_table(desc()).unwrap();
+        db.create_namespace("ns").unwrap();
+        db.create_table(
+            TableDescriptor::new("ns:u").family(FamilyDescriptor::new("c").max_versions(10_000)),
+        )
+        .unwrap();
+    };
     {
         let p = open(&pdir, small(0));
-        p.create_table(desc()).unwrap();
+        schema(&p);
         p.create_feed_slot("replica", p.flushed_seq()).unwrap();
         let r = open(&rdir, Options::default());
-        r.create_table(desc()).unwrap();
+        schema(&r);
         r.create_table(TableDescriptor::new("pos").family(FamilyDescriptor::new("p")))
             .unwrap();
     }
@@ -503,20 +511,7 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
                     let mut rng = StdRng::seed_from_u64(round * 10 + w);
                     let mut top = 0;
                     for _ in 0..1_000 {
-                        let row = format!("r{:03}", rng.random_range(0..60));
-                        let ts = rng.random_range(1..200u64);
-                        let fam = ["a", "b"][rng.random_range(0..2)];
-                        let q = format!("q{}", rng.random_range(0..3));
-                        let b = match rng.random_range(0..8) {
-                            0 => WriteBatch::new()
-                                .delete("t", Delete::new(row).column_at(fam, q, ts)),
-                            1 => WriteBatch::new().delete("t", Delete::new(row).family_at(fam, ts)),
-                            2 => WriteBatch::new().delete("t", Delete::new(row).column(fam, q)),
-                            _ => WriteBatch::new().put(
-                                "t",
-                                Put::new(row).add_at(fam, q, ts, format!("{w}-{ts}-{:0>60}", 7)),
-                            ),
-                        };
+                        let b = common::random_replication_batch(&mut rng, w);
                         top = top.max(db.write(b, WriteOptions::default()).unwrap());
                     }
                     top
@@ -538,16 +533,21 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
         replica.close().unwrap();
     }
     let rows = |dir: &Path| -> Vec<cellar::Row> {
-        open(dir, Options::default())
-            .table("t")
-            .unwrap()
-            .scan(Scan::new().all_versions())
-            .unwrap()
-            .map(|r| r.unwrap())
+        let db = open(dir, Options::default());
+        ["t", "ns:u"]
+            .iter()
+            .flat_map(|t| {
+                db.table(t)
+                    .unwrap()
+                    .scan(Scan::new().all_versions())
+                    .unwrap()
+                    .map(|r| r.unwrap())
+                    .collect::<Vec<_>>()
+            })
             .collect()
     };
     let (p, r) = (rows(&pdir), rows(&rdir));
-    assert!(!p.is_empty());
+    assert!(p.iter().any(|r| r.cells.iter().any(|c| c.family == "c")));
     let cells = |rows: &[cellar::Row]| rows.iter().map(|r| r.cells.len()).sum::<usize>();
     // Not assert_eq: the rows' debug output would bury the message.
     assert!(

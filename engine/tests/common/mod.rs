@@ -243,3 +243,30 @@ impl BatchWriters {
         }
     }
 }
+
+/// One random batch of writer `w` for the replication tests: rows `r000`..`r059` of table `t`
+/// (families `a`, `b`, three qualifiers, timestamps 1..200), every marker kind (a version, a
+/// column, a family, a family version, the newest version), and puts, some of them in one
+/// batch with a put to `ns:u` (family `c`).
+pub fn random_replication_batch(rng: &mut rand::rngs::StdRng, w: u64) -> cellar::WriteBatch {
+    use cellar::{Delete, Put, WriteBatch};
+    use rand::Rng;
+    let row = format!("r{:03}", rng.random_range(0..60));
+    let ts = rng.random_range(1..200u64);
+    let fam = ["a", "b"][rng.random_range(0..2)];
+    let q = format!("q{}", rng.random_range(0..3));
+    match rng.random_range(0..10) {
+        0 => WriteBatch::new().delete("t", Delete::new(row).column_at(fam, q, ts)),
+        1 => WriteBatch::new().delete("t", Delete::new(row).columns_at(fam, q, ts)),
+        2 => WriteBatch::new().delete("t", Delete::new(row).family_at(fam, ts)),
+        3 => WriteBatch::new().delete("t", Delete::new(row).family_version(fam, ts)),
+        4 => WriteBatch::new().delete("t", Delete::new(row).column(fam, q)),
+        5 => WriteBatch::new()
+            .put("t", Put::new(row.clone()).add_at(fam, q, ts, "x"))
+            .put("ns:u", Put::new(row).add_at("c", "z", ts, format!("{w}"))),
+        _ => WriteBatch::new().put(
+            "t",
+            Put::new(row).add_at(fam, q, ts, format!("{w}-{ts}-{}", "v".repeat(60))),
+        ),
+    }
+}
