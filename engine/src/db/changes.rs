@@ -357,8 +357,11 @@ impl Db {
         if let Some(&first) = inner.feed_first_seqs.lock().get(&number) {
             return Ok(first);
         }
+        // Finished before the read (not after it: a live segment read empty may take
+        // records and be finished by the time the read returns).
+        let finished = number < inner.wal.current_segment();
         let first = first_seq(self, number, path)?;
-        if number < inner.wal.current_segment() {
+        if finished {
             inner.feed_first_seqs.lock().insert(number, first);
         }
         Ok(first)

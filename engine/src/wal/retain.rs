@@ -16,8 +16,9 @@
 //! A segment released while pinned is removed when the last pin above it goes (the drop of the
 //! pin runs the removal again) or at the next flush. A feed slot's pin (`crate::db::slots`) is
 //! the exception: it drops without removing anything when the database closes, since the slot
-//! itself lives on in its file and pins the segment again at the next open. Kept segments lie below the manifest's log
-//! number, where replay does not read (SPEC.md §16.6, §16.8): they cost disk space only.
+//! itself lives on in its file and pins the segment again at the next open. Kept segments lie
+//! below the manifest's log number, where replay does not read (SPEC.md §16.6, §16.8): they
+//! cost disk space only.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
