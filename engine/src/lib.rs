@@ -108,9 +108,9 @@ pub use db::{
     ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, ExplainSource,
     ExplainedCell, Explanation, ExportInfo, ExportedFile, FeedSlotInfo, Increment, IngestInfo,
     IngestOptions, IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put,
-    RangeEstimate, RecoveryReport, RowMutations, ScanIter, SkippedCells, Snapshot, SourceDecision,
-    SourceKind, Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch, WriteOptions,
-    FEED_SLOTS, SNAPSHOTS_DIR,
+    RangeEstimate, RecoveryReport, RowMutations, ScanIter, SchemaChange, SkippedCells, Snapshot,
+    SourceDecision, SourceKind, Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch,
+    WriteOptions, FEED_SLOTS, SCHEMA_FAMILY, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

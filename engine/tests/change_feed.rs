@@ -386,7 +386,12 @@ fn retained_segments_serve_a_feed_across_reopens_until_the_budget_drops_them() {
     }
     db.flush().unwrap();
     let mut feed = db.changes_since(0).unwrap();
-    let got: Vec<_> = drain(&mut feed).into_iter().map(|b| b.seq).collect();
+    let all = drain(&mut feed);
+    // The schema first (table t, namespace ns, table ns:u: one record each), then the puts.
+    let schema: Vec<_> = all[..3].iter().map(|b| b.schema.len()).collect();
+    assert_eq!(schema, [1, 1, 1]);
+    assert!(all[..3].iter().all(|b| b.cells.is_empty()));
+    let got: Vec<_> = all[3..].iter().map(|b| b.seq).collect();
     assert_eq!(got, seqs);
     // A consumer that stopped at a position resumes right after it, after a reopen.
     let at = seqs[333];
@@ -552,4 +557,117 @@ fn a_replica_fed_from_the_feed_reads_like_the_primary() {
         assert!(!p.is_empty());
         assert_eq!(p, r, "table {table}");
     }
+}
+
+/// Schema changes are in the feed (SPEC.md §16.10), each once, in commit order between the
+/// writes: a replica applying the feed with `apply_changes` — every schema change twice, to
+/// show it idempotent — has the primary's namespaces, tables and descriptors after each step:
+/// created, altered (a family added, one dropped, a setting changed), cloned from a snapshot,
+/// restored (data replaced: the replica's copy is emptied), dropped. A table filter keeps that
+/// table's changes only.
+#[test]
+fn schema_changes_are_in_the_feed_and_a_replica_follows_them() {
+    use cellar::SchemaChange;
+    let d = tempfile::tempdir().unwrap();
+    let p = open(&d.path().join("p"), small(0));
+    let r = open(&d.path().join("r"), Options::default());
+    let mut feed = p.changes_since(p.flushed_seq()).unwrap();
+    let mut only_t = p
+        .changes_since_with(p.flushed_seq(), ChangeFeedOptions::default().table("ns:t"))
+        .unwrap();
+    let rows = |db: &Db, t: &str| -> Vec<cellar::Row> {
+        db.table(t)
+            .unwrap()
+            .scan(Scan::new().all_versions())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let mut follow = |step: &str| {
+        while let Some(b) = feed.next_batch().unwrap() {
+            r.apply_changes(&b, WriteOptions::default()).unwrap();
+            for c in &b.schema {
+                r.apply_schema_change(c).unwrap();
+            }
+        }
+        assert_eq!(p.list_namespaces(), r.list_namespaces(), "{step}");
+        assert_eq!(p.list_tables(), r.list_tables(), "{step}");
+        for t in p.list_tables() {
+            let t = t.to_string();
+            assert_eq!(
+                p.describe(&t).unwrap(),
+                r.describe(&t).unwrap(),
+                "{step}: {t}"
+            );
+        }
+    };
+    p.create_namespace("ns").unwrap();
+    p.create_table(
+        TableDescriptor::new("ns:t")
+            .family(FamilyDescriptor::new("a").max_versions(3))
+            .family(FamilyDescriptor::new("b")),
+    )
+    .unwrap();
+    let t = p.table("ns:t").unwrap();
+    for i in 0..20 {
+        t.put(
+            Put::new(format!("r{i:02}"))
+                .add_at("a", "q", 5, "x")
+                .add_at("b", "z", 5, "y"),
+        )
+        .unwrap();
+    }
+    follow("create");
+    assert_eq!(rows(&p, "ns:t"), rows(&r, "ns:t"));
+
+    p.alter_table(
+        TableDescriptor::new("ns:t")
+            .family(FamilyDescriptor::new("a").max_versions(5))
+            .family(FamilyDescriptor::new("c")),
+    )
+    .unwrap();
+    t.put(Put::new("r00").add_at("c", "n", 9, "new")).unwrap();
+    follow("alter");
+    assert_eq!(rows(&p, "ns:t"), rows(&r, "ns:t"));
+
+    p.snapshot_table("ns:t", "s1").unwrap();
+    p.clone_table_snapshot("s1", "ns:copy").unwrap();
+    follow("clone");
+    assert!(
+        rows(&r, "ns:copy").is_empty(),
+        "a clone's data is not in the feed"
+    );
+
+    t.put(Put::new("r99").add_at("a", "q", 1, "after")).unwrap();
+    p.restore_table_snapshot("s1").unwrap();
+    follow("restore");
+    assert!(
+        rows(&r, "ns:t").is_empty(),
+        "a replaced table is emptied on the replica"
+    );
+
+    p.drop_table("ns:copy").unwrap();
+    p.drop_table("ns:t").unwrap();
+    p.drop_namespace("ns").unwrap();
+    follow("drop");
+    assert!(r.list_tables().is_empty());
+
+    let mut kinds = Vec::new();
+    while let Some(b) = only_t.next_batch().unwrap() {
+        for c in b.schema {
+            assert_eq!(c.table().map(|n| n.to_string()).as_deref(), Some("ns:t"));
+            kinds.push(match c {
+                SchemaChange::Table { data_replaced, .. } => {
+                    if data_replaced {
+                        "replaced"
+                    } else {
+                        "table"
+                    }
+                }
+                SchemaChange::TableDropped { .. } => "dropped",
+                other => panic!("{other:?}"),
+            });
+        }
+    }
+    assert_eq!(kinds, ["table", "table", "replaced", "dropped"]);
 }

@@ -409,6 +409,9 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
     0
 }
 
+/// The table the harness clones each table snapshot into to check it (dropped after).
+const SNAPSHOT_CHECK: &str = "snapshot_check";
+
 /// The feed slot the children consume and the harness checks; the harness creates it.
 const SLOT: &str = "crash-consumer";
 
@@ -935,6 +938,27 @@ impl Harness {
             .next_batch()
             .map_err(|e| format!("change feed after seq {}: {e}", feed.position()))?
         {
+            // The schema changes made: the table's creation, and the harness's clones of
+            // table snapshots (`SNAPSHOT_CHECK`), each dropped after its check.
+            if !b.schema.is_empty() {
+                let created = b.schema.iter().all(|c| match c {
+                    cellar::SchemaChange::Table {
+                        descriptor,
+                        data_replaced: false,
+                    } => [TABLE, SNAPSHOT_CHECK].contains(&descriptor.name.to_string().as_str()),
+                    cellar::SchemaChange::TableDropped { name } => {
+                        name.to_string() == SNAPSHOT_CHECK
+                    }
+                    _ => false,
+                });
+                if !created || !b.cells.is_empty() {
+                    return Err(format!(
+                        "change feed: batch {} holds schema changes the workload never made: {:?}",
+                        b.seq, b.schema
+                    ));
+                }
+                continue;
+            }
             let Some(first) = b.cells.first() else {
                 return Err(format!("change feed: batch {} is empty", b.seq));
             };
@@ -1026,11 +1050,10 @@ impl Harness {
                 gone.push(name.clone());
                 continue;
             }
-            const CHECK: &str = "snapshot_check";
-            db.clone_table_snapshot(name, CHECK)
+            db.clone_table_snapshot(name, SNAPSHOT_CHECK)
                 .map_err(|e| format!("clone of table snapshot {name}: {e}"))?;
             let mut found = BTreeSet::new();
-            let t = db.table(CHECK).map_err(|e| e.to_string())?;
+            let t = db.table(SNAPSHOT_CHECK).map_err(|e| e.to_string())?;
             for r in t.scan(Scan::new()).map_err(|e| format!("scan: {e}"))? {
                 let row = r.map_err(|e| format!("scan of snapshot {name}: {e}"))?;
                 let key = String::from_utf8_lossy(&row.key).into_owned();
@@ -1047,7 +1070,7 @@ impl Harness {
                 ));
             }
             drop(t);
-            db.drop_table(CHECK).map_err(|e| e.to_string())?;
+            db.drop_table(SNAPSHOT_CHECK).map_err(|e| e.to_string())?;
             self.report.snapshots_checked += 1;
         }
         // Begun, never acknowledged, and not there: it never will be.

@@ -209,6 +209,10 @@ impl Engine for CellarEngine {
         let mut feed = self.db.changes_since(0)?;
         let (mut batches, mut bytes) = (0u64, 0u64);
         while let Some(b) = feed.next_batch()? {
+            // The table's creation is in the log too (a schema record): not a put.
+            if b.cells.is_empty() {
+                continue;
+            }
             batches += 1;
             for c in &b.cells {
                 bytes += (c.row.len() + c.value.len()) as u64;

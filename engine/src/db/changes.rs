@@ -17,8 +17,9 @@
 //! successor, since records may have landed between its read and its listing.
 //!
 //! What the feed does not carry: writes made with `Durability::SkipWal`, files loaded by
-//! `Db::ingest`, table snapshot restores and clones, and schema changes. They take seqs (or
-//! none) without WAL records; a consumer that must see them rebuilds from a checkpoint.
+//! `Db::ingest`, and the data of table snapshot restores and clones. They take seqs (or none)
+//! without WAL records; a consumer that must see them copies the data again. Schema changes
+//! are in it (`schema_feed`, [`ChangeBatch::schema`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,7 +27,8 @@ use std::time::Duration;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::Db;
+use super::schema_feed::{self, SchemaChange, SCHEMA_FAMILY};
+use super::{Db, WriteOptions};
 use crate::error::{Error, Result};
 use crate::fs::File;
 use crate::schema::TableName;
@@ -88,6 +90,9 @@ pub struct ChangeBatch {
     pub seq: SeqNo,
     /// Its cells, in the order the batch held them.
     pub cells: Vec<ChangeCell>,
+    /// The schema changes it records, in order (SPEC.md §16.10): a batch holds either cells
+    /// or schema changes, never both. [`Db::apply_changes`] applies either kind.
+    pub schema: Vec<SchemaChange>,
 }
 
 /// One cell of a [`ChangeBatch`]: a put or a delete marker, with its timestamp resolved.
@@ -367,6 +372,23 @@ impl Db {
         Ok(first)
     }
 
+    /// Apply one batch of another database's change feed here (a replica): its schema
+    /// changes with [`Db::apply_schema_change`], or its cells as one write
+    /// ([`ChangeBatch::to_write_batch`]) with `opts`. Returns the write's seq, if it wrote.
+    ///
+    /// Delivery from a feed is at least once (a consumer restarting re-reads what it had not
+    /// acknowledged); a replica that must apply each batch once keeps the last seq applied
+    /// with the data and skips up to it (SPEC.md §16.9).
+    pub fn apply_changes(&self, batch: &ChangeBatch, opts: WriteOptions) -> Result<Option<SeqNo>> {
+        for c in &batch.schema {
+            self.apply_schema_change(c)?;
+        }
+        if batch.cells.is_empty() {
+            return Ok(None);
+        }
+        self.write(batch.to_write_batch(), opts).map(Some)
+    }
+
     /// The highest seq a feed may hand out now: covered by the WAL's watermark and the read
     /// point (an `AsyncWal` write is visible before it is written, a `SyncWal` one written
     /// before it is visible).
@@ -569,12 +591,12 @@ impl ChangeFeed {
                             return Ok(None);
                         }
                     }
-                    let cells = self.decode(seq, payload)?;
+                    let (cells, schema) = self.decode(seq, payload)?;
                     self.last_read = seq;
                     self.position = seq;
                     self.pos += len as u64;
-                    if !cells.is_empty() {
-                        return Ok(Some(ChangeBatch { seq, cells }));
+                    if !cells.is_empty() || !schema.is_empty() {
+                        return Ok(Some(ChangeBatch { seq, cells, schema }));
                     }
                 }
                 Step::Skip(len) => self.pos += len as u64,
@@ -652,9 +674,37 @@ impl ChangeFeed {
         }
     }
 
-    fn decode(&mut self, seq: SeqNo, payload: std::ops::Range<usize>) -> Result<Vec<ChangeCell>> {
-        let muts = crate::batch::decode(&self.buf[payload], self.seg.format)
+    fn decode(
+        &mut self,
+        seq: SeqNo,
+        payload: std::ops::Range<usize>,
+    ) -> Result<(Vec<ChangeCell>, Vec<SchemaChange>)> {
+        let mut muts = crate::batch::decode(&self.buf[payload], self.seg.format)
             .map_err(|what| self.corruption(format!("batch of seq {seq}: {what}")))?;
+        // Schema records hold nothing else (`schema_feed`).
+        let mut schema = Vec::new();
+        if muts.first().is_some_and(|m| m.family == SCHEMA_FAMILY) {
+            for m in &muts {
+                if m.family != SCHEMA_FAMILY {
+                    return Err(self.corruption(format!(
+                        "batch of seq {seq}: a schema record with a cell of family {}",
+                        m.family
+                    )));
+                }
+                let change = schema_feed::decode(m).map_err(|what| {
+                    self.corruption(format!("schema record of seq {seq}: {what}"))
+                })?;
+                let wanted = match (&self.table, change.table()) {
+                    (None, _) => true,
+                    (Some(t), Some(c)) => t == c,
+                    (Some(_), None) => false,
+                };
+                if wanted {
+                    schema.push(change);
+                }
+            }
+            muts.clear();
+        }
         // A family missing after a look at the schema was dropped for good (ids are never
         // reused): the log of a dropped table does not rebuild the map at every batch.
         let known = |m: &crate::batch::MutationRef<'_>| {
@@ -673,7 +723,7 @@ impl ChangeFeed {
                 row >= start.as_slice() && (stop.is_empty() || row < stop.as_slice())
             })
         };
-        Ok(muts
+        let cells = muts
             .into_iter()
             .filter_map(|m| {
                 let named = self.names.get(&m.family);
@@ -697,7 +747,8 @@ impl ChangeFeed {
                     ttl: crate::tags::cell_ttl(m.tags).map(Duration::from_millis),
                 })
             })
-            .collect())
+            .collect();
+        Ok((cells, schema))
     }
 }
 

@@ -39,6 +39,7 @@ mod range;
 mod read;
 mod rmw;
 mod rowlock;
+mod schema_feed;
 mod slots;
 mod snapshot;
 mod sv;
@@ -65,6 +66,7 @@ pub use options::{Options, WriteOptions};
 pub use range::RangeEstimate;
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
+pub use schema_feed::{SchemaChange, SCHEMA_FAMILY};
 pub use slots::{read_feed_slots, FeedSlotInfo, FEED_SLOTS};
 pub use snapshot::Snapshot;
 pub use table_snapshot::{
@@ -1525,6 +1527,7 @@ impl DbInner {
         let mut m = self.manifest.lock();
         let (man, state) = &mut *m;
         let (edit, extra) = make(state)?;
+        let changes = schema_feed::changes(state, &edit);
         if let Err(e) = man.log_and_apply(state, edit) {
             if let Some(p) = man.poison_reason() {
                 self.poison(p.clone());
@@ -1533,6 +1536,11 @@ impl DbInner {
         }
         let mut sv = self.sv.write();
         *sv = Arc::new(SuperVersion::build(state, Some(&sv)));
+        drop((sv, m));
+        // Still under the exclusive gate: the record's seq sits between the writes before the
+        // change and those after it (see `schema_feed`). A failure there poisons the
+        // database but is not this call's: the edit stands (callers undo work on an error).
+        self.log_schema_changes(&changes);
         Ok(extra)
     }
 

@@ -34,7 +34,8 @@ pub struct WalDumpArgs {
 struct MutationJson {
     table: Option<String>,
     family_id: u32,
-    /// `family:qualifier` as the shell prints columns (`family#id:` when the family is unknown).
+    /// `family:qualifier` as the shell prints columns (`family#id:` when the family is unknown,
+    /// `schema:` for the schema records of family id 0, SPEC.md §16.10).
     column: String,
     row: String,
     timestamp: u64,
@@ -97,6 +98,7 @@ struct RecoveryJson {
 fn mutation_json(m: &cellar::batch::Mutation, names: &Names, values: bool) -> MutationJson {
     let (table, family) = match names.get(m.family) {
         Some((t, f)) => (Some(t.to_owned()), f.to_owned()),
+        None if m.family == cellar::SCHEMA_FAMILY => (None, "schema".to_owned()),
         None => (None, format!("family#{}", m.family)),
     };
     MutationJson {
