@@ -671,3 +671,39 @@ fn schema_changes_are_in_the_feed_and_a_replica_follows_them() {
     }
     assert_eq!(kinds, ["table", "table", "replaced", "dropped"]);
 }
+
+/// A schema record is fsynced before the call returns: after a power loss (only synced data
+/// survives) the feed still has every schema change whose call returned, in order.
+#[test]
+fn schema_changes_survive_a_power_loss_once_their_call_returned() {
+    use cellar::fs::{CrashPolicy, SimFs};
+    use cellar::SchemaChange;
+    use std::path::Path;
+    let fs = SimFs::new();
+    let opts = |fs: &SimFs| {
+        let mut o = small(u64::MAX);
+        o.fs = Arc::new(fs.clone());
+        o
+    };
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    db.create_namespace("ns").unwrap();
+    db.create_table(TableDescriptor::new("ns:t").family(FamilyDescriptor::new("a")))
+        .unwrap();
+    db.drop_table("ns:t").unwrap();
+    let crashed = fs.crash(CrashPolicy::DropAll, 1);
+    let db = Db::open(Path::new("/db"), opts(&crashed)).unwrap();
+    let mut feed = db.changes_since(0).unwrap();
+    let got: Vec<SchemaChange> = drain(&mut feed)
+        .into_iter()
+        .flat_map(|b| b.schema)
+        .collect();
+    let t = cellar::TableName::parse("ns:t").unwrap();
+    assert!(
+        matches!(&got[..], [
+            SchemaChange::Namespace { name },
+            SchemaChange::Table { descriptor, data_replaced: false },
+            SchemaChange::TableDropped { name: dropped },
+        ] if name == "ns" && descriptor.name == t && *dropped == t),
+        "{got:?}"
+    );
+}
