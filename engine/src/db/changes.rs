@@ -121,7 +121,8 @@ pub struct ChangeCell {
 impl ChangeBatch {
     /// The same cells as a [`super::WriteBatch`] of puts and deletes at their exact
     /// timestamps: what a replica applies to reproduce the batch. Cells of dropped families
-    /// are left out.
+    /// are left out; a batch of schema changes gives an empty one ([`Db::apply_changes`]
+    /// applies both kinds).
     pub fn to_write_batch(&self) -> super::WriteBatch {
         use super::{Delete, Put};
         let mut b = super::WriteBatch::new();
