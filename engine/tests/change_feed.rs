@@ -522,10 +522,14 @@ fn a_replica_fed_from_the_feed_reads_like_the_primary() {
             std::thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(0xfeed + w);
                 let mut top = 0;
-                for _ in 0..1_500 {
+                for i in 0..1_500 {
                     let b = common::random_replication_batch(&mut rng, w);
                     top = top.max(db.write(b, WriteOptions::default()).unwrap());
                     written.fetch_add(1, Ordering::Release);
+                    // Flushes under the feed, whatever the pace of the background ones.
+                    if w == 0 && i % 300 == 299 {
+                        db.flush().unwrap();
+                    }
                 }
                 top
             })

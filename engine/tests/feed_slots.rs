@@ -76,8 +76,8 @@ fn a_slot_holds_the_log_across_reopens_until_its_consumer_acks() {
             seqs.push(t.put(put(i)).unwrap());
         }
         db.flush().unwrap();
-        assert!(db.stats().flushes > 3);
-        // Without the slot every segment but the live one would be gone.
+        // Without the slot every segment but the live one would be gone (the flush released
+        // them all; the WAL rolls every 16 KiB).
         assert!(wal_segments(d.path()).len() > 10);
         db.close().unwrap();
     }
@@ -511,9 +511,14 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
                 std::thread::spawn(move || {
                     let mut rng = StdRng::seed_from_u64(round * 10 + w);
                     let mut top = 0;
-                    for _ in 0..1_000 {
+                    for i in 0..1_000 {
                         let b = common::random_replication_batch(&mut rng, w);
                         top = top.max(db.write(b, WriteOptions::default()).unwrap());
+                        // Flushes under the consumer, whatever the pace of the background
+                        // ones: segments are released while the slot holds them.
+                        if w == 0 && i % 250 == 249 {
+                            db.flush().unwrap();
+                        }
                     }
                     top
                 })
@@ -528,7 +533,7 @@ fn a_replica_fed_through_a_slot_across_restarts_reads_like_the_primary() {
         stop.store(true, Ordering::Release);
         let applied = consumer.join().unwrap();
         assert_eq!(applied, 3_000, "round {round}: each batch applied once");
-        assert!(primary.stats().flushes > 2);
+        assert!(primary.stats().flushes >= 4);
         assert_eq!(slot(&primary, "replica").acked, top);
         primary.close().unwrap();
         replica.close().unwrap();
