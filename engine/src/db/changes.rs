@@ -460,6 +460,7 @@ impl Reader<'_> {
             .map_err(|e| Error::io(path, "reading WAL segment", e))
     }
 
+    #[inline]
     fn step(&mut self, pos: u64) -> Result<Step> {
         self.fresh = false;
         self.fill(pos, WAL_MAX_HEADER_LEN)?;
@@ -680,31 +681,11 @@ impl ChangeFeed {
         seq: SeqNo,
         payload: std::ops::Range<usize>,
     ) -> Result<(Vec<ChangeCell>, Vec<SchemaChange>)> {
-        let mut muts = crate::batch::decode(&self.buf[payload], self.seg.format)
+        let muts = crate::batch::decode(&self.buf[payload], self.seg.format)
             .map_err(|what| self.corruption(format!("batch of seq {seq}: {what}")))?;
         // Schema records hold nothing else (`schema_feed`).
-        let mut schema = Vec::new();
         if muts.first().is_some_and(|m| m.family == SCHEMA_FAMILY) {
-            for m in &muts {
-                if m.family != SCHEMA_FAMILY {
-                    return Err(self.corruption(format!(
-                        "batch of seq {seq}: a schema record with a cell of family {}",
-                        m.family
-                    )));
-                }
-                let change = schema_feed::decode(m).map_err(|what| {
-                    self.corruption(format!("schema record of seq {seq}: {what}"))
-                })?;
-                let wanted = match (&self.table, change.table()) {
-                    (None, _) => true,
-                    (Some(t), Some(c)) => t == c,
-                    (Some(_), None) => false,
-                };
-                if wanted {
-                    schema.push(change);
-                }
-            }
-            muts.clear();
+            return Ok((Vec::new(), self.decode_schema(seq, &muts)?));
         }
         // A family missing after a look at the schema was dropped for good (ids are never
         // reused): the log of a dropped table does not rebuild the map at every batch.
@@ -749,7 +730,37 @@ impl ChangeFeed {
                 })
             })
             .collect();
-        Ok((cells, schema))
+        Ok((cells, Vec::new()))
+    }
+
+    /// The changes of a schema record (rare: kept out of the per-batch path).
+    #[cold]
+    #[inline(never)]
+    fn decode_schema(
+        &self,
+        seq: SeqNo,
+        muts: &[crate::batch::MutationRef<'_>],
+    ) -> Result<Vec<SchemaChange>> {
+        let mut schema = Vec::new();
+        for m in muts {
+            if m.family != SCHEMA_FAMILY {
+                return Err(self.corruption(format!(
+                    "batch of seq {seq}: a schema record with a cell of family {}",
+                    m.family
+                )));
+            }
+            let change = schema_feed::decode(m)
+                .map_err(|what| self.corruption(format!("schema record of seq {seq}: {what}")))?;
+            let wanted = match (&self.table, change.table()) {
+                (None, _) => true,
+                (Some(t), Some(c)) => t == c,
+                (Some(_), None) => false,
+            };
+            if wanted {
+                schema.push(change);
+            }
+        }
+        Ok(schema)
     }
 }
 
