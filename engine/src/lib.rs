@@ -105,12 +105,12 @@ pub use cellar_format as format;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     read_feed_slots, Append, BackupFile, BackupInfo, Backups, ChangeBatch, ChangeCell, ChangeFeed,
-    ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, ExplainSource,
-    ExplainedCell, Explanation, ExportInfo, ExportedFile, FeedSlotInfo, Increment, IngestInfo,
-    IngestOptions, IngestedFile, LevelStats, MemoryBudget, Mutation, Options, PurgeInfo, Put,
-    RangeEstimate, RecoveryReport, RowMutations, ScanIter, SchemaChange, SkippedCells, Snapshot,
-    SourceDecision, SourceKind, Stats, Table, TableSnapshotInfo, TableSnapshotOptions, WriteBatch,
-    WriteOptions, FEED_SLOTS, SCHEMA_FAMILY, SNAPSHOTS_DIR,
+    ChangeFeedOptions, CheckAndMutate, CheckpointInfo, CompactionStats, Db, Delete, DeleteRows,
+    ExplainSource, ExplainedCell, Explanation, ExportInfo, ExportedFile, FeedSlotInfo, Increment,
+    IngestInfo, IngestOptions, IngestedFile, LevelStats, MemoryBudget, Mutation, Options,
+    PurgeInfo, Put, RangeEstimate, RecoveryReport, RowMutations, ScanIter, SchemaChange,
+    SkippedCells, Snapshot, SourceDecision, SourceKind, Stats, Table, TableSnapshotInfo,
+    TableSnapshotOptions, WriteBatch, WriteOptions, FEED_SLOTS, SCHEMA_FAMILY, SNAPSHOTS_DIR,
 };
 pub use error::{Error, Poison, PoisonCause, Result};
 pub(crate) use kill::kill_point;

@@ -62,6 +62,29 @@ pub struct FileMeta {
     pub crc: Option<u32>,
 }
 
+/// A row-range delete of one family (SPEC.md §13 rule 8): to every row in `[start, stop)`
+/// it is what a DeleteFamily marker at `ts`, written at `seq`, is to one row. It lives in the
+/// manifest, not in files, until a major compaction has removed what it masks (§20.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeDelete {
+    /// First row covered.
+    pub start: Vec<u8>,
+    /// First row past the range; empty for "to the end of the table".
+    pub stop: Vec<u8>,
+    /// Cells at or below this timestamp are masked.
+    pub ts: Timestamp,
+    /// The write's sequence number: readers at a lower read point do not see it.
+    pub seq: SeqNo,
+}
+
+impl RangeDelete {
+    /// Whether `row` is in `[start, stop)`.
+    #[inline]
+    pub fn covers(&self, row: &[u8]) -> bool {
+        row >= self.start.as_slice() && (self.stop.is_empty() || row < self.stop.as_slice())
+    }
+}
+
 /// A cursor over cells in key order (SPEC.md §3.2), the one interface the read path merges:
 /// memstores and HFiles both provide it, in both directions (reversed scans walk backward).
 /// Verbs as everywhere in Cellar.

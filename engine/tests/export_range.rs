@@ -187,6 +187,41 @@ fn an_exported_range_reads_in_another_database_as_in_the_source() {
     assert_eq!(got.value("a", "short"), None, "an expired cell came back");
 }
 
+#[test]
+fn row_range_deletes_travel_as_the_family_markers_they_stand_for() {
+    let d = tempfile::tempdir().unwrap();
+    let src = open(&d.path().join("src"), quiet());
+    src.create_table(schema()).unwrap();
+    churn(&src, 9, 3_000);
+    let t = src.table("t").unwrap();
+    t.delete_rows_with(cellar::DeleteRows::new(row(150), row(200)).timestamp(30))
+        .unwrap();
+    src.flush().unwrap();
+    t.delete_rows_with(
+        cellar::DeleteRows::new(row(250), "")
+            .family("b")
+            .timestamp(20),
+    )
+    .unwrap();
+    // Later writes below the deletes' timestamps stay masked (classic families).
+    churn(&src, 10, 1_500);
+    let (lo, hi) = (row(100), row(300));
+    let want = reads(&src, &lo, &hi);
+    let info = t
+        .export_range(lo.as_bytes(), hi.as_bytes(), d.path().join("x"))
+        .unwrap();
+    let dst = open(&d.path().join("dst"), quiet());
+    dst.create_table(info.table.clone()).unwrap();
+    load(&dst, &info);
+    assert_eq!(reads(&dst, &lo, &hi), want);
+    assert!(dst.range_deletes("t").unwrap().is_empty());
+    let all = t.export_range(b"", b"", d.path().join("all")).unwrap();
+    let third = open(&d.path().join("third"), quiet());
+    third.create_table(schema()).unwrap();
+    load(&third, &all);
+    assert_eq!(reads(&third, "", "~"), reads(&src, "", "~"));
+}
+
 /// The region move: export at seq S while writers run, load, then apply the change feed after
 /// S for the range's rows: the copy reads as the source does.
 #[test]

@@ -88,7 +88,7 @@ use cellar_format::{CellType, KeyRef};
 
 use crate::read::resolve::{ReadParams, RowResolver, Verdict};
 use crate::schema::{FamilyDescriptor, KeepDeletedCells};
-use crate::types::{SeqNo, Timestamp};
+use crate::types::{RangeDelete, SeqNo, Timestamp};
 
 /// What a compaction knows when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,7 +209,7 @@ pub struct Purger<'a> {
     family: &'a FamilyDescriptor,
     params: PurgeParams,
     /// The read path's resolver at `smallest_snapshot`.
-    resolver: RowResolver<'static>,
+    resolver: RowResolver<'a>,
     /// False until the first cell.
     started: bool,
     /// Row, family and qualifier of the previous cell, to spot row and column changes.
@@ -239,6 +239,15 @@ impl<'a> Purger<'a> {
             column_puts: 0,
             dropped: DropCounts::default(),
         }
+    }
+
+    /// Judge cells under the family's row-range deletes too (SPEC.md §13 rule 8): to a row
+    /// they cover, each is a DeleteFamily marker that is not among the cells, so rules 3 and 6
+    /// drop what it masks and no rule drops it (the manifest holds it; §20.2 says when it
+    /// goes).
+    pub fn with_range_deletes(mut self, deletes: &'a [RangeDelete]) -> Self {
+        self.resolver = self.resolver.with_range_deletes(deletes);
+        self
     }
 
     /// Decide the next cell (key order; a new row or family starts over by itself).
@@ -393,12 +402,35 @@ impl<'a> Purger<'a> {
 
     /// The marker's timestamp is at or before `now - purge_delay`.
     fn old_enough(&self, ts: Timestamp) -> bool {
-        let delay = u64::try_from(self.params.purge_delay.as_millis()).unwrap_or(u64::MAX);
-        self.params
-            .now_ms
-            .checked_sub(delay)
-            .is_some_and(|cutoff| ts <= cutoff)
+        old_enough(&self.params, ts)
     }
+}
+
+/// A marker at `ts` is at or before `now - purge_delay`.
+fn old_enough(params: &PurgeParams, ts: Timestamp) -> bool {
+    let delay = u64::try_from(params.purge_delay.as_millis()).unwrap_or(u64::MAX);
+    params
+        .now_ms
+        .checked_sub(delay)
+        .is_some_and(|cutoff| ts <= cutoff)
+}
+
+/// Rule 4 for a row-range delete: whether a compaction with `params` whose inputs are *every*
+/// file of the family, holding every write up to the delete's seq (the family's
+/// `flushed_seq` at or above it), may remove the delete from the manifest. The compaction
+/// dropped every put it masks (rule 3), as it would under a stored DeleteFamily marker that
+/// rule 4 drops; KEEP_DELETED_CELLS and NEW_VERSION_BEHAVIOR keep masked puts, so there the
+/// delete stays (SPEC.md §20.2).
+pub fn range_delete_purgeable(
+    family: &FamilyDescriptor,
+    params: &PurgeParams,
+    d: &RangeDelete,
+) -> bool {
+    family.keep_deleted_cells == KeepDeletedCells::False
+        && !family.new_version_behavior
+        && params.purges_deletes()
+        && d.seq <= params.smallest_snapshot
+        && old_enough(params, d.ts)
 }
 
 #[cfg(test)]

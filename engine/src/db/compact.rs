@@ -24,14 +24,16 @@ use super::sv::SuperVersion;
 use super::DbInner;
 use crate::compaction::cut::OutputCutter;
 use crate::compaction::picker::{self, StallCause, WritePressure};
-use crate::compaction::purge::{Decision, DropCounts, DropReason, PurgeParams, Purger};
+use crate::compaction::purge::{
+    range_delete_purgeable, Decision, DropCounts, DropReason, PurgeParams, Purger,
+};
 use crate::compaction::{CompactionTask, FamilyPolicy};
 use crate::error::{Error, Result};
 use crate::fs::{AppendWriter, File};
 use crate::manifest::{self, VersionEdit, NUM_LEVELS};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::schema::FamilyDescriptor;
-use crate::types::{CellIter, FamilyId, FileMeta, FileNumber};
+use crate::types::{CellIter, FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo};
 
 /// How long an idle compaction thread sleeps before looking again for time-driven work (TTL,
 /// periodic major compaction) that no flush announces.
@@ -445,6 +447,10 @@ impl DbInner {
                     }
                     None => {
                         st.manual.remove(&family);
+                        drop(st);
+                        // No file to rewrite: a row-range delete whose cells all went at flushes
+                        // (or were never written) can still leave.
+                        self.drop_range_deletes_of_empty_family(family)?;
                         continue;
                     }
                 }
@@ -461,6 +467,57 @@ impl DbInner {
             }
             r?;
         }
+        Ok(())
+    }
+
+    /// The row-range deletes of `family` that a major compaction would remove, removed when
+    /// the family has no file at all (so there is no compaction to do it; SPEC.md §20.2).
+    fn drop_range_deletes_of_empty_family(&self, family: FamilyId) -> Result<()> {
+        let sv = self.sv();
+        let Some(desc) = sv.families.get(&family).cloned() else {
+            return Ok(());
+        };
+        if sv.range_deletes(family).is_empty() {
+            return Ok(());
+        }
+        drop(sv);
+        let params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
+            .bottommost(true)
+            .purge_delay(self.opts.compaction.purge_delay);
+        let _exclusive = self.switch.exclusive();
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        let spent: Vec<SeqNo> = state
+            .range_deletes(family)
+            .iter()
+            .filter(|d| range_delete_purgeable(&desc, &params, d))
+            .map(|d| d.seq)
+            .collect();
+        let none = CompactionTask {
+            family,
+            inputs: Vec::new(),
+            output_level: (NUM_LEVELS - 1) as u32,
+            trivial_move: false,
+            bottommost: true,
+            target_file_size: 0,
+            reason: crate::compaction::CompactionReason::Manual,
+        };
+        let gone = spent_range_deletes(state, &self.sv(), &none, &spent);
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let edit = VersionEdit {
+            range_deletes_gone: gone,
+            ..VersionEdit::default()
+        };
+        if let Err(e) = man.log_and_apply(state, edit) {
+            if let Some(p) = man.poison_reason() {
+                self.poison(p.clone());
+            }
+            return Err(e);
+        }
+        let current = self.sv();
+        *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
         Ok(())
     }
 
@@ -525,7 +582,9 @@ impl DbInner {
             return Ok(());
         };
         drop(sv);
-        let (outputs, cells_read, dropped, purge_horizon) = if task.trivial_move {
+        // The deletes this compaction applies; only these can leave with it.
+        let range_deletes = self.manifest.lock().1.range_deletes(task.family).to_vec();
+        let (outputs, cells_read, dropped, purge_horizon, spent) = if task.trivial_move {
             let moved = task
                 .input_files()
                 .map(|f| FileMeta {
@@ -533,9 +592,9 @@ impl DbInner {
                     ..FileMeta::clone(f)
                 })
                 .collect();
-            (moved, 0, [0u64; 5], 0)
+            (moved, 0, [0u64; 5], 0, Vec::new())
         } else {
-            self.write_outputs(task, &desc)?
+            self.write_outputs(task, &desc, &range_deletes)?
         };
         let out_bytes: u64 = if task.trivial_move {
             0
@@ -543,7 +602,7 @@ impl DbInner {
             outputs.iter().map(|f| f.size).sum()
         };
         let cells_written: u64 = outputs.iter().map(|f| f.entries).sum();
-        let edit = VersionEdit {
+        let mut edit = VersionEdit {
             deleted_files: task
                 .input_files()
                 .map(|f| (f.family, f.level, f.number))
@@ -555,6 +614,7 @@ impl DbInner {
             let _exclusive = self.switch.exclusive();
             let mut m = self.manifest.lock();
             let (man, state) = &mut *m;
+            edit.range_deletes_gone = spent_range_deletes(state, &self.sv(), task, &spent);
             if state.family(task.family).is_none() {
                 drop(m);
                 drop(_exclusive);
@@ -668,7 +728,8 @@ impl DbInner {
         &self,
         task: &CompactionTask,
         desc: &FamilyDescriptor,
-    ) -> Result<(Vec<FileMeta>, u64, [u64; 5], u64)> {
+        range_deletes: &[RangeDelete],
+    ) -> Result<Written> {
         let readers = task
             .input_files()
             .map(|f| self.uncached_reader(f.family, f.number))
@@ -681,12 +742,16 @@ impl DbInner {
         merge.seek_to_first()?;
         let smallest_snapshot = self.smallest_snapshot();
         let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
-        let mut purger = Purger::new(
-            desc,
-            PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
-                .bottommost(task.bottommost)
-                .purge_delay(self.opts.compaction.purge_delay),
-        );
+        let params = PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
+            .bottommost(task.bottommost)
+            .purge_delay(self.opts.compaction.purge_delay);
+        // Removable if the install finds the inputs were every file of the family.
+        let spent: Vec<SeqNo> = range_deletes
+            .iter()
+            .filter(|d| range_delete_purgeable(desc, &params, d))
+            .map(|d| d.seq)
+            .collect();
+        let mut purger = Purger::new(desc, params).with_range_deletes(range_deletes);
         // The files of the level below the outputs, to align the outputs' boundaries with
         // (compaction::cut). A bottommost output has nothing below it in its range.
         let below = task.output_level as usize + 1;
@@ -785,7 +850,7 @@ impl DbInner {
             }
         }
         crate::kill_point!("compaction.after_sync");
-        Ok((outputs, cells_read, dropped, smallest_snapshot))
+        Ok((outputs, cells_read, dropped, smallest_snapshot, spent))
     }
 
     /// The oldest read point any reader may still use: the oldest live snapshot, or the
@@ -989,6 +1054,53 @@ const DROP_NAMES: [&str; 5] = [
     "marker",
 ];
 
+/// What `write_outputs` made: the outputs, the cells read, the cells dropped per reason, the
+/// oldest read point it purged at, and the row-range deletes its purge rules let go.
+type Written = (Vec<FileMeta>, u64, [u64; 5], u64, Vec<SeqNo>);
+
+/// The row-range deletes among `spent` (those the compaction's purge rules let go) that may
+/// leave the manifest with `task`'s edit: only when its inputs are every file the family has
+/// now and no memstore of the family holds a write below the delete, so the inputs held
+/// everything it masked (SPEC.md §20.2). Called under the exclusive switch gate and the
+/// manifest lock, with the edit: neither the files nor the memstores change meanwhile.
+fn spent_range_deletes(
+    state: &crate::manifest::ManifestState,
+    sv: &SuperVersion,
+    task: &CompactionTask,
+    spent: &[SeqNo],
+) -> Vec<(FamilyId, SeqNo)> {
+    if spent.is_empty() {
+        return Vec::new();
+    }
+    let inputs: BTreeSet<FileNumber> = task.input_files().map(|f| f.number).collect();
+    let live: BTreeSet<FileNumber> = state
+        .current()
+        .levels(task.family)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|f| f.number)
+        .collect();
+    if inputs != live {
+        return Vec::new();
+    }
+    let in_memory = sv.mems.get(&task.family).and_then(|m| {
+        std::iter::once(&m.active)
+            .chain(&m.frozen)
+            .filter(|m| !m.is_empty())
+            .map(|m| m.min_seq())
+            .min()
+    });
+    let present = state.range_deletes(task.family);
+    spent
+        .iter()
+        .filter(|&&seq| {
+            in_memory.is_none_or(|min| min > seq) && present.iter().any(|d| d.seq == seq)
+        })
+        .map(|&seq| (task.family, seq))
+        .collect()
+}
+
 fn drop_index(r: DropReason) -> usize {
     match r {
         DropReason::Duplicate => 0,
@@ -1149,4 +1261,104 @@ pub(super) fn report(s: &super::Stats) -> String {
 
 fn mb(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use cellar_format::cell::CellKey;
+    use cellar_format::{CellType, KeyRef};
+
+    use super::*;
+    use crate::compaction::CompactionReason;
+    use crate::manifest::{ManifestState, TableEntry};
+    use crate::schema::{FamilyDescriptor, TableDescriptor};
+
+    fn file(number: u64, lo: &str, hi: &str) -> FileMeta {
+        FileMeta {
+            number,
+            family: 1,
+            level: 6,
+            size: 1,
+            smallest: CellKey::first_on_row(lo.as_bytes()).encode(),
+            largest: CellKey::first_on_row(hi.as_bytes()).encode(),
+            min_seq: 1,
+            max_seq: 10,
+            min_ts: 0,
+            max_ts: 0,
+            entries: 1,
+            deletes: 0,
+            created_ms: 0,
+            crc: None,
+        }
+    }
+
+    fn state() -> ManifestState {
+        let mut s = ManifestState::new_database();
+        s.apply(&VersionEdit {
+            put_tables: vec![TableEntry {
+                id: 1,
+                descriptor: TableDescriptor::new("t").family(FamilyDescriptor::new("f")),
+                family_ids: vec![1],
+            }],
+            added_files: vec![file(10, "a", "c"), file(11, "d", "f")],
+            last_seq: Some(20),
+            range_deletes: vec![(
+                1,
+                RangeDelete {
+                    start: b"a".to_vec(),
+                    stop: Vec::new(),
+                    ts: 5,
+                    seq: 15,
+                },
+            )],
+            ..VersionEdit::default()
+        })
+        .unwrap();
+        s
+    }
+
+    fn task(files: &[FileMeta]) -> CompactionTask {
+        CompactionTask {
+            family: 1,
+            inputs: vec![(6, files.iter().cloned().map(Arc::new).collect())],
+            output_level: 6,
+            trivial_move: false,
+            bottommost: true,
+            target_file_size: 1 << 20,
+            reason: CompactionReason::Manual,
+        }
+    }
+
+    #[test]
+    fn a_range_delete_leaves_only_with_every_file_and_nothing_below_it_in_memory() {
+        let s = state();
+        let sv = SuperVersion::build(&s, None);
+        let all = [file(10, "a", "c"), file(11, "d", "f")];
+        assert_eq!(spent_range_deletes(&s, &sv, &task(&all), &[15]), [(1, 15)]);
+        assert!(spent_range_deletes(&s, &sv, &task(&all), &[]).is_empty());
+        assert!(
+            spent_range_deletes(&s, &sv, &task(&all), &[14]).is_empty(),
+            "not a live delete"
+        );
+        assert!(
+            spent_range_deletes(&s, &sv, &task(&all[..1]), &[15]).is_empty(),
+            "a file outside the inputs may hold what it masks"
+        );
+        let mem = &sv.mems[&1].active;
+        let put = |seq| {
+            let k = CellKey::new("b", "f", "q", 1, CellType::Put, seq).encode();
+            mem.insert(&KeyRef::parse(&k).unwrap(), b"v", &[]).unwrap();
+        };
+        put(16);
+        assert_eq!(
+            spent_range_deletes(&s, &sv, &task(&all), &[15]),
+            [(1, 15)],
+            "written after it"
+        );
+        put(12);
+        assert!(
+            spent_range_deletes(&s, &sv, &task(&all), &[15]).is_empty(),
+            "a memstore holds a write below it"
+        );
+    }
 }

@@ -255,7 +255,10 @@ impl DbInner {
             .map(|f| {
                 let name = f.descriptor.name.as_str();
                 let params = ReadParams::for_get(get, name, read_point, now_ms);
-                (name, RowResolver::new(&f.descriptor, params))
+                (
+                    name,
+                    RowResolver::new(&f.descriptor, params).with_range_deletes(&f.range_deletes),
+                )
             })
             .collect();
         let mut cells: Vec<ExplainedCell> = Vec::with_capacity(found.len());

@@ -20,7 +20,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cellar_format::{HFileReader, HFileWriter, KeyRef};
+use cellar_format::cell::compare_keys;
+use cellar_format::{CellType, HFileReader, HFileWriter, KeyRef};
 
 use super::read::RowSpan;
 use super::{DbInner, Table};
@@ -28,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::fs::{AppendWriter, FormatSource};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::schema::TableName;
-use crate::types::{CellIter, SeqNo};
+use crate::types::{CellIter, RangeDelete, SeqNo};
 
 /// What [`Table::export_range`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,30 +167,49 @@ impl DbInner {
                 merge.seek(&KeyRef::first_on_row(start).encode())?;
                 let name = &fam.descriptor.name;
                 let mut out: Option<Out> = None;
+                let mut emit = |k: &KeyRef<'_>, value: &[u8], tags: &[u8]| -> Result<()> {
+                    if out.is_none() {
+                        out = Some(self.export_file(dir, name, &fam.descriptor)?);
+                    }
+                    if let Some(o) = out.as_mut() {
+                        o.writer.append_with_tags(k, value, tags)?;
+                        o.cells += 1;
+                    }
+                    Ok(())
+                };
                 // The coordinates (the key but its 8-byte seq) of the cell written last: equal
                 // ones come newest first, so the first is the one kept.
                 let mut last: Vec<u8> = Vec::new();
+                // The row-range deletes covering the current row, as the DeleteFamily markers
+                // still to write into it (timestamps descending): the target has no range
+                // deletes, so they travel as what they are to each row.
+                let mut row: Vec<u8> = Vec::new();
+                let mut pending: Vec<u64> = Vec::new();
                 while merge.valid() {
                     let raw = merge.key();
                     let key = super::read::parse(raw)?;
                     if !stop.is_empty() && key.row >= stop {
                         break;
                     }
+                    if !fam.range_deletes.is_empty() && key.row != row.as_slice() {
+                        flush_markers(&row, name, &mut pending, None, &mut emit)?;
+                        row.clear();
+                        row.extend_from_slice(key.row);
+                        pending = covering(&fam.range_deletes, key.row, seq);
+                    }
                     let coords = &raw[..raw.len().saturating_sub(8)];
-                    if key.seq <= seq && (out.is_none() || last.as_slice() != coords) {
+                    if key.seq <= seq && (last.is_empty() || last.as_slice() != coords) {
+                        let k = KeyRef { seq: 0, ..key };
+                        if !pending.is_empty() {
+                            flush_markers(&row, name, &mut pending, Some(&k), &mut emit)?;
+                        }
                         last.clear();
                         last.extend_from_slice(coords);
-                        if out.is_none() {
-                            out = Some(self.export_file(dir, name, &fam.descriptor)?);
-                        }
-                        if let Some(o) = out.as_mut() {
-                            let k = KeyRef { seq: 0, ..key };
-                            o.writer.append_with_tags(&k, merge.value(), merge.tags())?;
-                            o.cells += 1;
-                        }
+                        emit(&k, merge.value(), merge.tags())?;
                     }
                     merge.next()?;
                 }
+                flush_markers(&row, name, &mut pending, None, &mut emit)?;
                 drop(merge);
                 if let Some(o) = out {
                     let (_, summary) = o.writer.finish()?;
@@ -251,4 +271,51 @@ impl DbInner {
             cells: 0,
         })
     }
+}
+
+/// Timestamps of the range deletes visible at `seq` that cover `row`, descending, once each.
+fn covering(deletes: &[RangeDelete], row: &[u8], seq: SeqNo) -> Vec<u64> {
+    let mut ts: Vec<u64> = deletes
+        .iter()
+        .filter(|d| d.seq <= seq && d.covers(row))
+        .map(|d| d.ts)
+        .collect();
+    ts.sort_unstable_by(|a, b| b.cmp(a));
+    ts.dedup();
+    ts
+}
+
+/// Write the DeleteFamily markers of `row` in `pending` that sort before `next` (all of them
+/// when `None`: the row ended), at seq 0 as every exported cell. One with the coordinates of
+/// `next` (a stored DeleteFamily marker at the same timestamp) is not written twice.
+fn flush_markers(
+    row: &[u8],
+    family: &str,
+    pending: &mut Vec<u64>,
+    next: Option<&KeyRef<'_>>,
+    emit: &mut impl FnMut(&KeyRef<'_>, &[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    while let Some(&ts) = pending.first() {
+        let marker = KeyRef {
+            row,
+            family: family.as_bytes(),
+            qualifier: b"",
+            timestamp: ts,
+            type_code: CellType::DeleteFamily as u8,
+            seq: 0,
+        };
+        if let Some(n) = next {
+            match compare_keys(&marker.encode(), &n.encode()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    pending.remove(0);
+                    continue;
+                }
+                std::cmp::Ordering::Greater => return Ok(()),
+            }
+        }
+        emit(&marker, &[], &[])?;
+        pending.remove(0);
+    }
+    Ok(())
 }

@@ -362,10 +362,14 @@ impl DbInner {
             file,
             writer: mut w,
         } = self.create_hfile(mem.family(), number, desc, false)?;
+        // Masked puts go here already, as under a stored marker (classic mode); the deletes
+        // themselves stay in the manifest.
+        let range_deletes = self.manifest.lock().1.range_deletes(mem.family()).to_vec();
         let mut purger = Purger::new(
             desc,
             PurgeParams::new(smallest_snapshot, last_seq, self.opts.clock.now_ms()),
-        );
+        )
+        .with_range_deletes(&range_deletes);
         let mut it = mem.iter();
         it.seek_to_first()?;
         let mut min_seq = u64::MAX;

@@ -40,7 +40,8 @@
 //! when no file or memstore cell of the family meets the sources' rows, the sources' rows do
 //! not meet each other, every cell's sequence number is at or below the read point and no
 //! snapshot is live, the cells may keep their own numbers — they read as writes made long ago,
-//! which nothing newer in their rows contradicts. Each source is then copied whole into the
+//! which nothing newer in their rows contradicts (nor any row-range delete of the family, which
+//! would mask them). Each source is then copied whole into the
 //! family's directory (hard-linked with `move_files`) and checked by the whole format verifier
 //! while writes go on, and only
 //! the manifest edit waits under the gate (which checks the conditions again; if a write or a
@@ -332,7 +333,10 @@ impl DbInner {
                 .is_some_and(|ls| ls.iter().flatten().any(|f| Rows::of(f).overlaps(&r)));
             !in_files && !mems_meet(sv, family, r)
         });
-        sound && apart && clear
+        // A row-range delete was written after the cells' own (old) numbers: it would mask
+        // them, where the load must read as written after it.
+        let undeleted = sv.range_deletes(family).is_empty();
+        sound && apart && clear && undeleted
     }
 
     /// Copy each source with cells into the family's directory as it is, synced, and run the

@@ -36,6 +36,7 @@ mod level_iter;
 mod mutation;
 mod options;
 mod range;
+mod range_delete;
 mod read;
 mod rmw;
 mod rowlock;
@@ -64,6 +65,7 @@ pub use ingest::{IngestInfo, IngestOptions, IngestedFile};
 pub use mutation::{Delete, Mutation, Put, RowMutations, WriteBatch};
 pub use options::{Options, WriteOptions};
 pub use range::RangeEstimate;
+pub use range_delete::DeleteRows;
 pub use read::ScanIter;
 pub use rmw::{Append, CheckAndMutate, Increment};
 pub use schema_feed::{SchemaChange, SCHEMA_FAMILY};
@@ -1361,7 +1363,7 @@ impl DbInner {
                 tracing::warn!(dir = %data.display(), error = %e, "could not sync the data directory");
             }
         }
-        let sv = SuperVersion::build(&state, None);
+        let mut sv = SuperVersion::build(&state, None);
         let wal_dir = dir.join(WAL_DIR);
         // Both directories exist, durably, before anything in them is acknowledged (a power loss
         // must not take a directory whose files the manifest or an fsync'd write depends on).
@@ -1369,7 +1371,21 @@ impl DbInner {
             crate::fs::create_dir_durable(&*fs, d)
                 .map_err(|e| Error::io(d, "creating a database directory", e))?;
         }
-        let recovery = replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
+        let (recovery, logged_deletes) =
+            replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
+        // Row-range deletes logged but missing from the manifest (a crash between the record
+        // and its edit): added now, before the replayed memstores are flushed under them.
+        let mut added_deletes = false;
+        for (seq, d) in &logged_deletes {
+            let edit = range_delete::range_delete_edit(&state, d, *seq);
+            if !edit.range_deletes.is_empty() {
+                man.log_and_apply(&mut state, edit)?;
+                added_deletes = true;
+            }
+        }
+        if added_deletes {
+            sv = SuperVersion::build(&state, Some(&sv));
+        }
         // Before the first `.wal2` segment exists, the manifest says the WAL is in layout 2: a
         // build from before that layout fails to open on the unknown field instead of opening
         // without the segments it cannot see (SPEC.md §17.3).
@@ -1675,19 +1691,23 @@ impl DbInner {
 }
 
 /// Replay the WAL into the super-version's memstores, reporting what it found.
+/// Also returns the row-range deletes the log holds, with their seqs.
+type LoggedRangeDeletes = Vec<(SeqNo, range_delete::LoggedRangeDelete)>;
+
 fn replay_wal(
     fs: &dyn crate::fs::FileSystem,
     wal_dir: &Path,
     state: &ManifestState,
     sv: &SuperVersion,
     mode: wal::RecoveryMode,
-) -> Result<RecoveryReport> {
+) -> Result<(RecoveryReport, LoggedRangeDeletes)> {
     let names: HashMap<u32, Vec<u8>> = sv
         .families
         .iter()
         .map(|(id, d)| (*id, d.name.as_bytes().to_vec()))
         .collect();
     let mut applied = 0u64;
+    let mut range_deletes = Vec::new();
     let summary = wal::replay(
         fs,
         wal_dir,
@@ -1701,6 +1721,18 @@ fn replay_wal(
             })?;
             let mut any = false;
             for m in muts {
+                // Row-range deletes go to the manifest, once the log is read (`range_delete`).
+                let logged = range_delete::LoggedRangeDelete::decode(&m).map_err(|what| {
+                    Error::Corruption {
+                        file: wal_dir.to_path_buf(),
+                        offset: 0,
+                        what: format!("batch of seq {seq}: {what}"),
+                    }
+                })?;
+                if let Some(d) = logged {
+                    range_deletes.push((seq, d));
+                    continue;
+                }
                 // A family dropped since, or already flushed past this batch, takes nothing.
                 let (Some(name), Some(mems)) = (names.get(&m.family), sv.mems.get(&m.family))
                 else {
@@ -1728,7 +1760,7 @@ fn replay_wal(
             "WAL salvage skipped a damaged range: the records in it are lost"
         );
     }
-    Ok(RecoveryReport {
+    let report = RecoveryReport {
         replayed_batches: applied,
         last_wal_seq: summary.last_seq.unwrap_or(0),
         torn_tail: summary.torn_tail.is_some(),
@@ -1737,5 +1769,6 @@ fn replay_wal(
             .iter()
             .map(|r| (r.segment, r.start, r.end - r.start))
             .collect(),
-    })
+    };
+    Ok((report, range_deletes))
 }

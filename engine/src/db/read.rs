@@ -769,7 +769,10 @@ fn family_resolver<'q>(
     params: &impl Fn(&str) -> ReadParams<'q>,
 ) -> FamilyResolver<'q> {
     let name = f.descriptor.name.as_str();
-    (name, RowResolver::new(&f.descriptor, params(name)))
+    (
+        name,
+        RowResolver::new(&f.descriptor, params(name)).with_range_deletes(&f.range_deletes),
+    )
 }
 
 impl<'q> Resolvers<'q, ByFamily<'q>> {

@@ -11,6 +11,9 @@
 //!   row = table name            | qualifier "table-dropped"     | value empty
 //!   row = namespace             | qualifier "namespace"         | value empty (created)
 //!   row = namespace             | qualifier "namespace-dropped" | value empty
+//!   row = table name            | qualifier "rows-deleted"      | value = rows
+//! rows    := ts varint64 | n varint32 | n × (family_id varint32 | family name bytes)
+//!            | start bytes | stop bytes (empty = to the end)   (a row-range delete, §13 rule 8)
 //! flags   := bit 0: the table's data was replaced (a family kept its name under a new id:
 //!            a restored snapshot); the other bits 0
 //! edit    := a version edit (§17.3) holding exactly one put_table: the table as it is now
@@ -36,8 +39,9 @@ use crate::batch::{self, Mutation, MutationRef};
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestState, TableEntry, VersionEdit};
 use crate::schema::{TableDescriptor, TableName};
-use crate::types::FamilyId;
+use crate::types::{FamilyId, Timestamp};
 use crate::wal::Durability;
+use cellar_format::coding::{put_varint32, put_varint64, Cursor};
 
 /// The family id schema records use: no family has it.
 pub const SCHEMA_FAMILY: FamilyId = 0;
@@ -46,6 +50,7 @@ const TABLE: &[u8] = b"table";
 const TABLE_DROPPED: &[u8] = b"table-dropped";
 const NAMESPACE: &[u8] = b"namespace";
 const NAMESPACE_DROPPED: &[u8] = b"namespace-dropped";
+const ROWS_DELETED: &[u8] = b"rows-deleted";
 /// `flags` bit: the table's data was replaced.
 const REPLACED: u8 = 1;
 
@@ -77,6 +82,98 @@ pub enum SchemaChange {
         /// Its name.
         name: String,
     },
+    /// A row-range delete ([`crate::Table::delete_rows`]): unlike the other changes, an
+    /// operation on the table's data, logged by the same kind of record because it too is
+    /// applied to the manifest rather than to a memstore.
+    RowsDeleted {
+        /// The table.
+        table: TableName,
+        /// The families it applies to (every family of the table when it was written).
+        families: Vec<String>,
+        /// First row covered.
+        start: Vec<u8>,
+        /// First row past the range; empty for "to the end".
+        stop: Vec<u8>,
+        /// Cells at or below this timestamp are deleted.
+        ts: Timestamp,
+    },
+}
+
+/// A row-range delete as its record holds it: the families by id and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LoggedRangeDelete {
+    pub table: TableName,
+    pub families: Vec<(FamilyId, String)>,
+    pub start: Vec<u8>,
+    pub stop: Vec<u8>,
+    pub ts: Timestamp,
+}
+
+impl LoggedRangeDelete {
+    /// The batch payload of its record.
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut value = Vec::new();
+        put_varint64(&mut value, self.ts);
+        put_varint32(&mut value, self.families.len() as u32);
+        for (id, name) in &self.families {
+            put_varint32(&mut value, *id);
+            put_bytes(&mut value, name.as_bytes());
+        }
+        put_bytes(&mut value, &self.start);
+        put_bytes(&mut value, &self.stop);
+        batch::encode(&[Mutation {
+            family: SCHEMA_FAMILY,
+            row: self.table.to_string().into_bytes(),
+            qualifier: ROWS_DELETED.to_vec(),
+            timestamp: 0,
+            cell_type: CellType::Put,
+            value,
+            tags: Vec::new(),
+        }])
+    }
+
+    /// The delete a schema record's mutation holds, or `None` if it holds another change.
+    pub(super) fn decode(m: &MutationRef<'_>) -> std::result::Result<Option<Self>, String> {
+        if m.family != SCHEMA_FAMILY || m.qualifier != ROWS_DELETED {
+            return Ok(None);
+        }
+        let bad = |what: &str| format!("a rows-deleted change: {what}");
+        let row = std::str::from_utf8(m.row).map_err(|_| bad("table name not UTF-8"))?;
+        let table = TableName::parse(row).map_err(|e| bad(&e.to_string()))?;
+        let mut c = Cursor::new(m.value);
+        let ts = c.varint64("ts").map_err(|e| bad(&e.0))?;
+        let n = c.varint32("family count").map_err(|e| bad(&e.0))? as usize;
+        if n > c.remaining() {
+            return Err(bad("family count exceeds the bytes left"));
+        }
+        let mut families = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = c.varint32("family id").map_err(|e| bad(&e.0))?;
+            let name = c.len_prefixed("family name").map_err(|e| bad(&e.0))?;
+            let name = std::str::from_utf8(name).map_err(|_| bad("family name not UTF-8"))?;
+            families.push((id, name.to_owned()));
+        }
+        let start = c.len_prefixed("start").map_err(|e| bad(&e.0))?.to_vec();
+        let stop = c.len_prefixed("stop").map_err(|e| bad(&e.0))?.to_vec();
+        if !c.is_empty() {
+            return Err(bad("bytes after the stop row"));
+        }
+        if !stop.is_empty() && start >= stop {
+            return Err(bad("an empty range"));
+        }
+        Ok(Some(LoggedRangeDelete {
+            table,
+            families,
+            start,
+            stop,
+            ts,
+        }))
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint32(out, b.len() as u32);
+    out.extend_from_slice(b);
 }
 
 impl SchemaChange {
@@ -85,6 +182,7 @@ impl SchemaChange {
         match self {
             SchemaChange::Table { descriptor, .. } => Some(&descriptor.name),
             SchemaChange::TableDropped { name } => Some(name),
+            SchemaChange::RowsDeleted { table, .. } => Some(table),
             _ => None,
         }
     }
@@ -162,6 +260,10 @@ fn encode(changes: &[SchemaChange]) -> Vec<u8> {
                 SchemaChange::NamespaceDropped { name } => {
                     (name.clone(), NAMESPACE_DROPPED, vec![])
                 }
+                // Logged by `LoggedRangeDelete::encode` (with family ids), never here.
+                SchemaChange::RowsDeleted { table, .. } => {
+                    (table.to_string(), ROWS_DELETED, vec![])
+                }
             };
             Mutation {
                 family: SCHEMA_FAMILY,
@@ -228,6 +330,16 @@ pub(super) fn decode(m: &MutationRef<'_>) -> std::result::Result<SchemaChange, S
         }),
         NAMESPACE => empty(SchemaChange::Namespace { name: row }),
         NAMESPACE_DROPPED => empty(SchemaChange::NamespaceDropped { name: row }),
+        ROWS_DELETED => {
+            let d = LoggedRangeDelete::decode(m)?.ok_or("a rows-deleted change misread")?;
+            Ok(SchemaChange::RowsDeleted {
+                table: d.table,
+                families: d.families.into_iter().map(|(_, n)| n).collect(),
+                start: d.start,
+                stop: d.stop,
+                ts: d.ts,
+            })
+        }
         q => Err(format!(
             "unknown schema change {:?}",
             String::from_utf8_lossy(q)
@@ -291,6 +403,21 @@ impl Db {
                     Ok(d) if d == *descriptor => Ok(()),
                     Ok(_) => self.alter_table(descriptor.clone()),
                 }
+            }
+            SchemaChange::RowsDeleted {
+                table,
+                families,
+                start,
+                stop,
+                ts,
+            } => {
+                let mut d = super::DeleteRows::new(start.clone(), stop.clone()).timestamp(*ts);
+                for f in families {
+                    d = d.family(f.clone());
+                }
+                self.table(&table.to_string())?
+                    .delete_rows_with(d)
+                    .map(|_| ())
             }
             SchemaChange::TableDropped { name } => match self.drop_table(&name.to_string()) {
                 Err(Error::TableNotFound(_)) => Ok(()),

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use crate::manifest::{ManifestState, Version};
 use crate::memstore::MemStore;
 use crate::schema::{FamilyDescriptor, TableDescriptor, TableName};
-use crate::types::{FamilyId, SeqNo};
+use crate::types::{FamilyId, RangeDelete, SeqNo};
 
 /// A family's memstores: the active one takes writes; frozen ones (newest first) wait for flush.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub(crate) struct FamilyMems {
 pub(crate) struct FamilyInfo {
     pub id: FamilyId,
     pub descriptor: FamilyDescriptor,
+    /// The family's row-range deletes, in seq order (each reader filters by its read point).
+    pub range_deletes: Vec<RangeDelete>,
 }
 
 /// A family a read covers, with the single column asked for when there is exactly one (a
@@ -79,6 +81,7 @@ impl SuperVersion {
                 .map(|(d, &id)| FamilyInfo {
                     id,
                     descriptor: d.clone(),
+                    range_deletes: state.range_deletes(id).to_vec(),
                 })
                 .collect();
             for f in &infos {
@@ -108,6 +111,15 @@ impl SuperVersion {
             families,
             purge_horizon: prev.map_or(0, |p| p.purge_horizon),
         }
+    }
+
+    /// The row-range deletes of family `id` (none for an unknown family).
+    pub fn range_deletes(&self, id: FamilyId) -> &[RangeDelete] {
+        self.tables
+            .values()
+            .flat_map(|t| &t.families)
+            .find(|f| f.id == id)
+            .map_or(&[], |f| f.range_deletes.as_slice())
     }
 
     /// Bytes held by all memstores (active and frozen).

@@ -11,6 +11,7 @@
 //!             format varint32 = 1 | created_ms varint64 | version edit (§17.3)
 //! edit     := exactly one put_table (the table as it was: id, name, families and their ids)
 //!             | last_seq (the database's at the capture) | one added_file (+ file_crc) per file
+//!             | one range_delete per live row-range delete of its families
 //! ```
 //!
 //! Why it is built this way:
@@ -44,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::fs::{create_dir_durable, FileSystem};
 use crate::manifest::{self, TableEntry, VersionEdit, NUM_LEVELS};
 use crate::schema::{validate_name, TableDescriptor, TableName};
-use crate::types::{FileMeta, SeqNo};
+use crate::types::{FamilyId, FileMeta, RangeDelete, SeqNo};
 
 /// The directory of table snapshots, in the database directory.
 pub const SNAPSHOTS_DIR: &str = "snapshots";
@@ -107,6 +108,8 @@ struct Descriptor {
     table: TableEntry,
     seq: SeqNo,
     files: Vec<FileMeta>,
+    /// The families' row-range deletes: the files' cells they mask stay masked in a clone.
+    range_deletes: Vec<(FamilyId, RangeDelete)>,
 }
 
 impl Descriptor {
@@ -131,6 +134,7 @@ impl Descriptor {
                 last_seq: Some(self.seq),
                 added_files: self.files.clone(),
                 put_tables: vec![self.table.clone()],
+                range_deletes: self.range_deletes.clone(),
                 ..VersionEdit::default()
             }
             .encode(),
@@ -169,6 +173,7 @@ impl Descriptor {
             last_seq: None,
             added_files: Vec::new(),
             put_tables: Vec::new(),
+            range_deletes: Vec::new(),
             ..edit.clone()
         };
         if !others.is_empty() || table.family_ids.len() != table.descriptor.families.len() {
@@ -203,11 +208,27 @@ impl Descriptor {
                 ));
             }
         }
+        for (family, d) in &edit.range_deletes {
+            let ok = table.family_ids.contains(family)
+                && d.seq <= seq
+                && d.seq > 0
+                && (d.stop.is_empty() || d.start < d.stop);
+            if !ok {
+                return Err(bad(
+                    at + start,
+                    format!(
+                        "range delete {} of family {family} is not the table's",
+                        d.seq
+                    ),
+                ));
+            }
+        }
         Ok(Descriptor {
             created_ms,
             table: table.clone(),
             seq,
             files: edit.added_files,
+            range_deletes: edit.range_deletes,
         })
     }
 }
@@ -319,7 +340,7 @@ impl DbInner {
             self.flush_and_wait()?;
         }
         // Holding the entries keeps the files out of the graveyard until they are linked.
-        let (entry, files, seq) = {
+        let (entry, files, seq, range_deletes) = {
             let m = self.manifest.lock();
             let state = &m.1;
             let entry = state
@@ -332,9 +353,14 @@ impl DbInner {
                 .iter()
                 .map(|f| f.max_seq)
                 .fold(state.last_seq(), u64::max);
-            (entry, files, seq)
+            let range_deletes: Vec<(FamilyId, RangeDelete)> = entry
+                .family_ids
+                .iter()
+                .flat_map(|&id| state.range_deletes(id).iter().map(move |d| (id, d.clone())))
+                .collect();
+            (entry, files, seq, range_deletes)
         };
-        let made = self.write_snapshot(&snap, entry, &files, seq);
+        let made = self.write_snapshot(&snap, entry, &files, seq, range_deletes);
         if made.is_err() {
             if let Err(e) = remove_tree(fs, &snap) {
                 tracing::warn!(error = %e, "could not remove a table snapshot cut short");
@@ -351,6 +377,7 @@ impl DbInner {
         table: TableEntry,
         files: &[Arc<FileMeta>],
         seq: SeqNo,
+        range_deletes: Vec<(FamilyId, RangeDelete)>,
     ) -> Result<Descriptor> {
         let fs = &*self.fs;
         create_dir_durable(fs, snap)
@@ -384,6 +411,7 @@ impl DbInner {
             table,
             seq,
             files: files.iter().map(|f| FileMeta::clone(f)).collect(),
+            range_deletes,
         };
         let part = snap.join(DESCRIPTOR_PART);
         let file = fs
@@ -518,6 +546,11 @@ impl DbInner {
                 next_file_number: Some(start + added.len() as u64),
                 next_family_id: Some(first + n),
                 added_files: added,
+                range_deletes: d
+                    .range_deletes
+                    .iter()
+                    .map(|(f, r)| (new_id(*f), r.clone()))
+                    .collect(),
                 ..VersionEdit::default()
             };
             let retired = match state.table_by_name(&target) {
@@ -665,6 +698,7 @@ mod tests {
             table: table(),
             seq: 100,
             files: vec![file(3, 7, 0), file(5, 9, 6)],
+            range_deletes: Vec::new(),
         };
         let bytes = d.encode();
         assert_eq!(bytes, framed(&edit(d.files.clone())));

@@ -26,6 +26,9 @@
 //!   11  next_table_id       varint32
 //!   12  next_family_id      varint32
 //!   13  wal_format          varint32
+//!   14  range_delete        family varint32 | seq varint64 | ts varint64 | start bytes
+//!                           | stop bytes (empty = to the end)
+//!   15  range_delete_gone   family varint32 | seq varint64
 //! 0x4001  file_crc          len varint32 | family varint32 | number varint64 | crc u32 LE
 //!                           (safe to ignore; names an added_file of the same edit)
 //!
@@ -49,7 +52,7 @@ use cellar_format::error::Malformed;
 use crate::schema::{
     BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells, TableDescriptor, TableName,
 };
-use crate::types::{FamilyId, FileMeta, FileNumber, SeqNo, TableId};
+use crate::types::{FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo, TableId};
 
 /// Persisted field tags: never renumber.
 pub mod tag {
@@ -79,6 +82,11 @@ pub mod tag {
     pub const NEXT_FAMILY_ID: u32 = 12;
     /// `wal_format`.
     pub const WAL_FORMAT: u32 = 13;
+    /// One row-range delete added. Not safe to ignore: a reader that dropped it would show
+    /// the deleted rows again.
+    pub const RANGE_DELETE: u32 = 14;
+    /// One row-range delete removed (a major compaction purged what it masked).
+    pub const RANGE_DELETE_GONE: u32 = 15;
     /// Bit marking a field a reader may skip when it does not know the tag.
     pub const SAFE_TO_IGNORE: u32 = 0x4000;
     /// The whole-file CRC-32C of an added file (safe to ignore: an older reader loses only
@@ -134,6 +142,10 @@ pub struct VersionEdit {
     /// not safe to ignore: a build that does not know the field would not see those segments
     /// and would open without replaying them.
     pub wal_format: Option<u32>,
+    /// Row-range deletes added, per family.
+    pub range_deletes: Vec<(FamilyId, RangeDelete)>,
+    /// Row-range deletes removed: (family, seq).
+    pub range_deletes_gone: Vec<(FamilyId, SeqNo)>,
 }
 
 /// Why an encoded edit is malformed.
@@ -267,6 +279,19 @@ impl VersionEdit {
         if let Some(v) = self.wal_format {
             put_varint32(&mut out, tag::WAL_FORMAT);
             put_varint32(&mut out, v);
+        }
+        for (family, d) in &self.range_deletes {
+            put_varint32(&mut out, tag::RANGE_DELETE);
+            put_varint32(&mut out, *family);
+            put_varint64(&mut out, d.seq);
+            put_varint64(&mut out, d.ts);
+            put_bytes(&mut out, &d.start);
+            put_bytes(&mut out, &d.stop);
+        }
+        for &(family, seq) in &self.range_deletes_gone {
+            put_varint32(&mut out, tag::RANGE_DELETE_GONE);
+            put_varint32(&mut out, family);
+            put_varint64(&mut out, seq);
         }
         for f in &self.added_files {
             if let Some(crc) = f.crc {
@@ -447,6 +472,29 @@ fn decode_field(
             let v = c.varint32("wal_format")?;
             set_once(&mut e.wal_format, v, "wal_format")
         }
+        tag::RANGE_DELETE => {
+            let family = c.varint32("range_delete family")?;
+            let seq = c.varint64("range_delete seq")?;
+            let ts = c.varint64("range_delete ts")?;
+            let start = c.len_prefixed("range_delete start")?.to_vec();
+            let stop = c.len_prefixed("range_delete stop")?.to_vec();
+            e.range_deletes.push((
+                family,
+                RangeDelete {
+                    start,
+                    stop,
+                    ts,
+                    seq,
+                },
+            ));
+            Ok(())
+        }
+        tag::RANGE_DELETE_GONE => {
+            let family = c.varint32("range_delete_gone family")?;
+            let seq = c.varint64("range_delete_gone seq")?;
+            e.range_deletes_gone.push((family, seq));
+            Ok(())
+        }
         tag::FILE_CRC => {
             let mut b = Cursor::new(c.len_prefixed("file_crc body")?);
             let family = b.varint32("file_crc family")?;
@@ -566,6 +614,27 @@ mod tests {
             next_table_id: Some(8),
             next_family_id: Some(u32::MAX),
             wal_format: Some(2),
+            range_deletes: vec![
+                (
+                    3,
+                    RangeDelete {
+                        start: b"a".to_vec(),
+                        stop: b"m".to_vec(),
+                        ts: 1_700_000_000_000,
+                        seq: 299,
+                    },
+                ),
+                (
+                    4,
+                    RangeDelete {
+                        start: Vec::new(),
+                        stop: Vec::new(),
+                        ts: u64::MAX,
+                        seq: 300,
+                    },
+                ),
+            ],
+            range_deletes_gone: vec![(3, 17), (4, u64::MAX)],
         }
     }
 
@@ -679,13 +748,15 @@ mod tests {
         put_varint32(&mut b, tag::LAST_SEQ);
         put_varint64(&mut b, 5);
         let at = b.len();
-        // How a build from before `wal_format` (13) treats it, and this build tag 14.
-        put_varint32(&mut b, 14);
+        // How a build from before `range_delete` (14) treats it, and this build tag 16.
+        put_varint32(&mut b, 16);
         put_varint64(&mut b, 1);
         let err = VersionEdit::decode(&b).unwrap_err();
         assert_eq!(err.offset, at);
-        assert!(err.what.contains("unknown edit field tag 14"), "{err}");
+        assert!(err.what.contains("unknown edit field tag 16"), "{err}");
         assert_eq!(tag::WAL_FORMAT & tag::SAFE_TO_IGNORE, 0);
+        assert_eq!(tag::RANGE_DELETE & tag::SAFE_TO_IGNORE, 0);
+        assert_eq!(tag::RANGE_DELETE_GONE & tag::SAFE_TO_IGNORE, 0);
         assert!(VersionEdit::decode(&[0]).is_err(), "tag 0 is not defined");
     }
 

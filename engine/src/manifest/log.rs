@@ -370,10 +370,10 @@ mod tests {
     #[test]
     fn undecodable_edit_in_a_valid_record_is_corruption() {
         let mut d = log_of(3, &edits(1));
-        record::encode(3, 2, &[0x0e, 0x01], &mut d);
+        record::encode(3, 2, &[0x10, 0x01], &mut d);
         let e = read(&d, 3).unwrap_err();
         assert!(
-            matches!(&e, Error::Corruption { what, .. } if what.contains("unknown edit field tag 14")),
+            matches!(&e, Error::Corruption { what, .. } if what.contains("unknown edit field tag 16")),
             "{e}"
         );
     }

@@ -32,7 +32,7 @@ use cellar_format::cell::compare_keys;
 use super::edit::{ttl_ms, TableEntry, VersionEdit};
 use crate::error::{Error, Result};
 use crate::schema::{validate_name, FamilyDescriptor, TableName, DEFAULT_NAMESPACE};
-use crate::types::{FamilyId, FileMeta, FileNumber, SeqNo, TableId};
+use crate::types::{FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo, TableId};
 
 /// Number of LSM levels per family (0 ..= 6). A file at a higher level is refused.
 pub const NUM_LEVELS: usize = 7;
@@ -120,6 +120,8 @@ pub struct ManifestState {
     /// WAL record layout the writers use; 0 before any edit set it (a database that only
     /// builds before layout 2 wrote).
     wal_format: u32,
+    /// Row-range deletes per family, in seq order (SPEC.md §13 rule 8).
+    range_deletes: BTreeMap<FamilyId, Vec<RangeDelete>>,
     current: Arc<Version>,
 }
 
@@ -150,6 +152,7 @@ impl ManifestState {
             log_number: 0,
             flushed_seq: BTreeMap::new(),
             wal_format: 0,
+            range_deletes: BTreeMap::new(),
             current: Arc::new(Version::default()),
         }
     }
@@ -238,6 +241,11 @@ impl ManifestState {
         self.flushed_seq.get(&family).copied().unwrap_or(0)
     }
 
+    /// The family's row-range deletes, in seq order (empty for an unknown family).
+    pub fn range_deletes(&self, family: FamilyId) -> &[RangeDelete] {
+        self.range_deletes.get(&family).map_or(&[], Vec::as_slice)
+    }
+
     /// The current version.
     pub fn current(&self) -> &Arc<Version> {
         &self.current
@@ -265,6 +273,12 @@ impl ManifestState {
             next_table_id: Some(self.next_table_id),
             next_family_id: Some(self.next_family_id),
             wal_format: (self.wal_format > 0).then_some(self.wal_format),
+            range_deletes: self
+                .range_deletes
+                .iter()
+                .flat_map(|(f, ds)| ds.iter().map(|d| (*f, d.clone())))
+                .collect(),
+            range_deletes_gone: Vec::new(),
         }
     }
 
@@ -366,7 +380,58 @@ impl ManifestState {
             }
             *old = seq;
         }
-        // 6. Tables dropped, with their families, files and flushed seqs.
+        // 6. Row-range deletes: removed, then added. An added one names a live family, a
+        //    valid range and a seq already given out, once.
+        for &(family, seq) in &e.range_deletes_gone {
+            let list = self.range_deletes.get_mut(&family);
+            let pos = list
+                .as_ref()
+                .and_then(|l| l.iter().position(|d| d.seq == seq));
+            match (list, pos) {
+                (Some(l), Some(i)) => {
+                    l.remove(i);
+                    if l.is_empty() {
+                        self.range_deletes.remove(&family);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "removed range delete {seq} of family {family} does not exist"
+                    ))
+                }
+            }
+        }
+        let last_seq = e.last_seq.unwrap_or(0).max(self.last_seq);
+        for (family, d) in &e.range_deletes {
+            if !self.families.contains_key(family) {
+                return Err(format!(
+                    "range delete {} for unknown family {family}",
+                    d.seq
+                ));
+            }
+            if !d.stop.is_empty() && d.start >= d.stop {
+                return Err(format!(
+                    "range delete {} of family {family} is an empty range",
+                    d.seq
+                ));
+            }
+            if d.seq == 0 || d.seq > last_seq {
+                return Err(format!(
+                    "range delete of family {family} at seq {} beyond last_seq {last_seq}",
+                    d.seq
+                ));
+            }
+            let list = self.range_deletes.entry(*family).or_default();
+            if list.iter().any(|x| x.seq == d.seq) {
+                return Err(format!(
+                    "range delete {} of family {family} added twice",
+                    d.seq
+                ));
+            }
+            let at = list.partition_point(|x| x.seq < d.seq);
+            list.insert(at, d.clone());
+        }
+        // 7. Tables dropped, with their families, files and flushed seqs.
         for &id in &e.drop_tables {
             let entry = self
                 .tables
@@ -377,7 +442,7 @@ impl ManifestState {
                 self.forget_family(*fid, &mut levels);
             }
         }
-        // 7. Namespaces dropped.
+        // 8. Namespaces dropped.
         for ns in &e.drop_namespaces {
             if ns == DEFAULT_NAMESPACE {
                 return Err("the default namespace cannot be dropped".into());
@@ -389,7 +454,7 @@ impl ManifestState {
                 return Err(format!("dropped namespace {ns} still holds table {t}"));
             }
         }
-        // 8. Counters.
+        // 9. Counters.
         if let Some(v) = e.last_seq {
             if v < self.last_seq {
                 return Err(format!("last_seq goes back from {} to {v}", self.last_seq));
@@ -551,6 +616,7 @@ impl ManifestState {
     fn forget_family(&mut self, fid: FamilyId, levels: &mut BTreeMap<FamilyId, Levels>) {
         self.families.remove(&fid);
         self.flushed_seq.remove(&fid);
+        self.range_deletes.remove(&fid);
         levels.remove(&fid);
     }
 }

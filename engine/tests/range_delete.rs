@@ -1,0 +1,556 @@
+//! Row-range deletes (`Table::delete_rows`, SPEC.md §13 rule 9): one write that masks every
+//! row of a range as a DeleteFamily marker per row would — across memstores, files, reopens,
+//! snapshots and compactions — until a major compaction removes it with what it masked; logged
+//! ahead of its manifest edit, so a failed edit is recovered from the log; and in the change
+//! feed, so a replica applies it.
+//!
+//! The randomized test is metamorphic: the same operations on two tables, one deleting ranges
+//! with `delete_rows`, the other with a `deleteall` of every row written in the range, must read
+//! alike under every setting, whatever flushes, compactions and reopens come between.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cellar::fs::{Fault, FaultFs, OpKind, Rule, SimFs};
+use cellar::{
+    Db, DeleteRows, Error, FamilyDescriptor, Get, KeepDeletedCells, Options, Put, Row, Scan,
+    SchemaChange, TableDescriptor,
+};
+use common::open;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn opts() -> Options {
+    let mut o = Options::default();
+    o.compaction.threads = 0;
+    o
+}
+
+fn two_families(db: &Db, name: &str, f: impl Fn(FamilyDescriptor) -> FamilyDescriptor) {
+    db.create_table(
+        TableDescriptor::new(name)
+            .family(f(FamilyDescriptor::new("a")))
+            .family(f(FamilyDescriptor::new("b"))),
+    )
+    .unwrap();
+}
+
+fn row(i: u32) -> String {
+    format!("r{i:02}")
+}
+
+/// `row/family:qualifier@ts=value` for every cell, rows in order.
+fn render(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|r| &r.cells)
+        .map(|c| {
+            format!(
+                "{}/{}:{}@{}={}",
+                String::from_utf8_lossy(&c.row),
+                c.family,
+                String::from_utf8_lossy(&c.qualifier),
+                c.timestamp,
+                String::from_utf8_lossy(&c.value)
+            )
+        })
+        .collect()
+}
+
+/// The rows of a scan, read through the iterator and through `scan_each` (its own path, which
+/// resolves a row of one cell at the block): both must agree.
+fn scan_rows(db: &Db, table: &str, s: Scan) -> Vec<Row> {
+    let t = db.table(table).unwrap();
+    let rows: Vec<Row> = t
+        .scan(s.clone())
+        .unwrap()
+        .collect::<cellar::Result<_>>()
+        .unwrap();
+    let mut each = Vec::new();
+    t.scan_each(s, |r| {
+        each.push(r.to_row());
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(render(&rows), render(&each), "scan and scan_each");
+    rows
+}
+
+fn scan(db: &Db, table: &str, s: Scan) -> Vec<String> {
+    render(&scan_rows(db, table, s))
+}
+
+fn rows_of(db: &Db, table: &str) -> Vec<String> {
+    scan_rows(db, table, Scan::new())
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.key).into_owned())
+        .collect()
+}
+
+fn fill(db: &Db, table: &str, n: u32, ts: u64) {
+    let t = db.table(table).unwrap();
+    for i in 0..n {
+        t.put(
+            Put::new(row(i))
+                .add_at("a", "q", ts, format!("a{i}"))
+                .add_at("b", "q", ts, format!("b{i}")),
+        )
+        .unwrap();
+    }
+}
+
+fn names(v: &[u32]) -> Vec<String> {
+    v.iter().map(|&i| row(i)).collect()
+}
+
+#[test]
+fn masks_the_rows_of_its_range_in_memstores_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 10, 10);
+    db.flush().unwrap();
+    // Half in a file, half in the memstore, one row in both.
+    let t = db.table("t").unwrap();
+    for i in 10..20 {
+        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
+    }
+    t.put(Put::new(row(6)).add_at("a", "p", 11, "m")).unwrap();
+    t.delete_rows(b"r05", b"r15").unwrap();
+    let want: Vec<u32> = (0..5).chain(15..20).collect();
+    assert_eq!(rows_of(&db, "t"), names(&want));
+    assert!(t.get(&Get::new("r07")).unwrap().is_none());
+    assert!(t.get(&Get::new("r15")).unwrap().is_some());
+    // Gets in a batch, reversed scans and a scan starting inside the range agree.
+    let got = t
+        .get_many(&[Get::new("r04"), Get::new("r05"), Get::new("r14")])
+        .unwrap();
+    assert_eq!(
+        got.iter().map(Option::is_some).collect::<Vec<_>>(),
+        [true, false, false]
+    );
+    let mut rev = want.clone();
+    rev.reverse();
+    let rows: Vec<Row> = t
+        .scan(Scan::new().reversed())
+        .unwrap()
+        .collect::<cellar::Result<_>>()
+        .unwrap();
+    let keys: Vec<String> = rows
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.key).into_owned())
+        .collect();
+    assert_eq!(keys, names(&rev));
+    // Written after it with a newer timestamp: visible. With an older one: masked (classic
+    // mode, as under a DeleteFamily marker).
+    t.put(Put::new(row(7)).add("a", "q", "new")).unwrap();
+    t.put(Put::new(row(8)).add_at("a", "q", 5, "old")).unwrap();
+    let rows = rows_of(&db, "t");
+    assert!(
+        rows.contains(&row(7)) && !rows.contains(&row(8)),
+        "{rows:?}"
+    );
+    // An empty stop runs to the end; it also survives a reopen.
+    t.delete_rows(b"r17", b"").unwrap();
+    drop((t, db));
+    let db = open(dir.path(), opts());
+    let mut want: Vec<u32> = (0..5).chain(15..17).collect();
+    want.insert(5, 7);
+    assert_eq!(rows_of(&db, "t"), names(&want));
+    assert_eq!(
+        db.range_deletes("t").unwrap().len(),
+        4,
+        "two deletes, two families"
+    );
+}
+
+#[test]
+fn rows_of_one_cell_read_straight_from_a_block_are_masked_too() {
+    // A scan resolves a row whose only cell is in a file, with nothing else in any source, at
+    // the block without gathering it (`RowResolver::first_cell_verdict`).
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    db.create_table(TableDescriptor::new("one").family(FamilyDescriptor::new("a")))
+        .unwrap();
+    let t = db.table("one").unwrap();
+    for i in 0..20 {
+        t.put(Put::new(row(i)).add_at("a", "q", 10, "v")).unwrap();
+    }
+    db.flush().unwrap();
+    db.major_compact("one", None).unwrap();
+    t.delete_rows(b"r03", b"r17").unwrap();
+    let want: Vec<u32> = (0..3).chain(17..20).collect();
+    assert_eq!(rows_of(&db, "one"), names(&want));
+    let n = t.scan(Scan::new().limit(4)).unwrap().count();
+    assert_eq!(n, 4);
+}
+
+#[test]
+fn families_and_timestamps_narrow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    two_families(&db, "t", |f| f.max_versions(5));
+    fill(&db, "t", 4, 10);
+    fill(&db, "t", 4, 20);
+    let t = db.table("t").unwrap();
+    t.delete_rows_with(DeleteRows::new("r01", "r03").family("a").timestamp(10))
+        .unwrap();
+    let all = scan(&db, "t", Scan::new().all_versions().range("r01", "r02"));
+    assert_eq!(all, ["r01/a:q@20=a1", "r01/b:q@20=b1", "r01/b:q@10=b1"]);
+    let e = t
+        .delete_rows_with(DeleteRows::new("a", "b").family("zz"))
+        .unwrap_err();
+    assert!(matches!(e, Error::FamilyNotFound { .. }), "{e}");
+    for bad in [
+        DeleteRows::new("b", "a"),
+        DeleteRows::new("a", "a"),
+        DeleteRows::new("a", "").timestamp(u64::MAX),
+        DeleteRows::new(vec![0u8; 70_000], ""),
+    ] {
+        let e = t.delete_rows_with(bad).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    let e = db.range_deletes("nope").unwrap_err();
+    assert!(matches!(e, Error::TableNotFound(_)), "{e}");
+    // Nothing refused was logged or recorded.
+    assert_eq!(db.range_deletes("t").unwrap().len(), 1);
+}
+
+#[test]
+fn snapshots_taken_before_it_still_see_the_rows_through_a_major_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 10, 10);
+    db.flush().unwrap();
+    let before = db.snapshot();
+    let t = db.table("t").unwrap();
+    t.delete_rows(b"r02", b"r08").unwrap();
+    db.flush().unwrap();
+    db.major_compact("t", None).unwrap();
+    let old: Vec<Row> = t
+        .scan(Scan::new().at(&before))
+        .unwrap()
+        .collect::<cellar::Result<_>>()
+        .unwrap();
+    assert_eq!(old.len(), 10, "the snapshot reads below the delete");
+    assert_eq!(rows_of(&db, "t").len(), 4);
+    assert_eq!(
+        db.range_deletes("t").unwrap().len(),
+        2,
+        "kept while a reader below it lives"
+    );
+    drop(before);
+    db.major_compact("t", None).unwrap();
+    assert!(db.range_deletes("t").unwrap().is_empty(), "spent");
+    assert_eq!(rows_of(&db, "t").len(), 4);
+    let masked = db.stats().compaction.dropped.get("masked").copied();
+    assert!(masked.unwrap_or(0) >= 12, "{masked:?}");
+    // Gone for good: after a reopen too, and a new write in the range shows.
+    drop((t, db));
+    let db = open(dir.path(), opts());
+    assert_eq!(rows_of(&db, "t").len(), 4);
+    let t = db.table("t").unwrap();
+    t.put(Put::new(row(3)).add_at("a", "q", 5, "back")).unwrap();
+    assert_eq!(rows_of(&db, "t").len(), 5);
+}
+
+#[test]
+fn a_family_left_with_no_file_lets_it_go_at_a_major_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 10, 10);
+    let t = db.table("t").unwrap();
+    t.delete_rows(b"", b"").unwrap();
+    // The flush drops every masked put: no file is left to compact.
+    db.major_compact("t", None).unwrap();
+    assert!(common::hfiles(dir.path()).is_empty());
+    assert!(db.range_deletes("t").unwrap().is_empty());
+    t.put(Put::new(row(1)).add_at("a", "q", 5, "again"))
+        .unwrap();
+    assert_eq!(rows_of(&db, "t"), names(&[1]));
+}
+
+#[test]
+fn keep_deleted_cells_and_new_version_behavior_keep_it_and_what_it_masks() {
+    for (kdc, nvb) in [
+        (KeepDeletedCells::True, false),
+        (KeepDeletedCells::False, true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), opts());
+        two_families(&db, "t", |f| {
+            f.keep_deleted_cells(kdc).new_version_behavior(nvb)
+        });
+        fill(&db, "t", 6, 10);
+        let t = db.table("t").unwrap();
+        t.delete_rows_with(DeleteRows::new("r01", "r04").timestamp(15))
+            .unwrap();
+        db.flush().unwrap();
+        db.major_compact("t", None).unwrap();
+        assert_eq!(db.range_deletes("t").unwrap().len(), 2, "{kdc:?} {nvb}");
+        assert_eq!(rows_of(&db, "t"), names(&[0, 4, 5]));
+        if kdc == KeepDeletedCells::True {
+            // A time range ending at or before the delete sees past it.
+            let old = scan(&db, "t", Scan::new().time_range(0, 15).range("r01", "r02"));
+            assert_eq!(old, ["r01/a:q@10=a1", "r01/b:q@10=b1"]);
+        } else {
+            // NVB: a later write at an older timestamp is not masked.
+            t.put(Put::new(row(2)).add_at("a", "q", 12, "later"))
+                .unwrap();
+            assert_eq!(rows_of(&db, "t"), names(&[0, 2, 4, 5]));
+        }
+    }
+}
+
+#[test]
+fn a_delete_whose_manifest_edit_failed_is_recovered_from_the_log() {
+    let fs = FaultFs::new(SimFs::new());
+    let o = || Options {
+        fs: Arc::new(fs.clone()),
+        ..opts()
+    };
+    let db = Db::open(Path::new("/db"), o()).unwrap();
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 6, 10);
+    fs.add_rule(Rule::on(OpKind::Write, Fault::Eio).path("MANIFEST"));
+    let e = db
+        .table("t")
+        .unwrap()
+        .delete_rows(b"r01", b"r03")
+        .unwrap_err();
+    fs.clear_rules();
+    assert!(db.poisoned().is_some(), "{e}");
+    drop(db);
+    let db = Db::open(Path::new("/db"), o()).unwrap();
+    assert_eq!(rows_of(&db, "t"), names(&[0, 3, 4, 5]));
+    assert_eq!(db.range_deletes("t").unwrap().len(), 2);
+    // Recorded now: the next reopen (after the log is gone) still has it.
+    db.flush().unwrap();
+    drop(db);
+    let db = Db::open(Path::new("/db"), o()).unwrap();
+    assert_eq!(rows_of(&db, "t"), names(&[0, 3, 4, 5]));
+}
+
+#[test]
+fn it_survives_a_power_loss_once_it_returned() {
+    use cellar::fs::CrashPolicy;
+    for (i, policy) in [
+        CrashPolicy::DropAll,
+        CrashPolicy::KeepRandomPrefix,
+        CrashPolicy::Tear { sector: 512 },
+        CrashPolicy::Garble { sector: 512 },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let fs = SimFs::new();
+        let o = |fs: &SimFs| Options {
+            fs: Arc::new(fs.clone()),
+            ..opts()
+        };
+        let db = Db::open(Path::new("/db"), o(&fs)).unwrap();
+        two_families(&db, "t", |f| f);
+        fill(&db, "t", 6, 10);
+        db.flush().unwrap();
+        db.table("t").unwrap().delete_rows(b"r02", b"r04").unwrap();
+        let crashed = fs.crash(policy, i as u64);
+        drop(db);
+        let db = Db::open(Path::new("/db"), o(&crashed)).unwrap();
+        assert_eq!(rows_of(&db, "t"), names(&[0, 1, 4, 5]), "{policy:?}");
+    }
+}
+
+#[test]
+fn a_replica_applies_it_from_the_change_feed() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = open(d1.path(), opts());
+    let replica = open(d2.path(), opts());
+    two_families(&primary, "t", |f| f.max_versions(3));
+    fill(&primary, "t", 8, 10);
+    primary
+        .table("t")
+        .unwrap()
+        .delete_rows_with(DeleteRows::new("r02", "r05").family("b"))
+        .unwrap();
+    fill(&primary, "t", 3, 20);
+    let mut feed = primary.changes_since(0).unwrap();
+    let mut seen = 0;
+    while let Some(b) = feed.next_batch().unwrap() {
+        seen += b
+            .schema
+            .iter()
+            .filter(|c| {
+                matches!(c, SchemaChange::RowsDeleted { families, start, stop, .. }
+                    if families == &["b"] && start == b"r02" && stop == b"r05")
+            })
+            .count();
+        replica.apply_changes(&b, Default::default()).unwrap();
+    }
+    assert_eq!(seen, 1);
+    let all = || Scan::new().all_versions();
+    assert_eq!(scan(&replica, "t", all()), scan(&primary, "t", all()));
+    assert!(!scan(&primary, "t", all()).contains(&"r03/b:q@10=b3".to_owned()));
+}
+
+#[test]
+fn a_load_after_it_is_not_masked_where_new_version_behavior_says_so() {
+    // A bulk load into rows no file holds may keep the cells' own (old) seqs; a range delete
+    // written before the load must not mask them in a NEW_VERSION_BEHAVIOR family.
+    let d = tempfile::tempdir().unwrap();
+    let src = open(&d.path().join("src"), opts());
+    two_families(&src, "t", |f| f.new_version_behavior(true));
+    fill(&src, "t", 5, 5);
+    let info = src
+        .table("t")
+        .unwrap()
+        .export_range(b"", b"", d.path().join("x"))
+        .unwrap();
+    let dst = open(&d.path().join("dst"), opts());
+    two_families(&dst, "t", |f| f.new_version_behavior(true));
+    let t = dst.table("t").unwrap();
+    t.delete_rows_with(DeleteRows::new("", "").timestamp(10))
+        .unwrap();
+    for f in &info.files {
+        t.ingest(&f.family, &[&f.path]).unwrap();
+    }
+    assert_eq!(rows_of(&dst, "t"), names(&[0, 1, 2, 3, 4]));
+}
+
+/// One randomized sequence: see the module docs. `ts` only grows, so a `deleteall` of the rows
+/// written so far masks exactly what the range delete masks, in classic mode too.
+fn equivalence_sequence(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let nvb = rng.random_bool(0.5);
+    let kdc = if rng.random_bool(0.3) {
+        KeepDeletedCells::True
+    } else {
+        KeepDeletedCells::False
+    };
+    let versions = rng.random_range(1..=3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(dir.path(), opts());
+    for name in ["ranged", "rowwise"] {
+        two_families(&db, name, |f| {
+            f.max_versions(versions)
+                .new_version_behavior(nvb)
+                .keep_deleted_cells(kdc)
+        });
+    }
+    let mut ts = 100u64;
+    let mut written: std::collections::BTreeSet<u32> = Default::default();
+    let ctx = format!("seed {seed} nvb {nvb} kdc {kdc:?} versions {versions}");
+    let mut snaps: Vec<cellar::Snapshot> = Vec::new();
+    for step in 0..300 {
+        ts += 1;
+        match rng.random_range(0..100) {
+            0..=59 => {
+                let i = rng.random_range(0..40);
+                let f = if rng.random_bool(0.5) { "a" } else { "b" };
+                let q = format!("q{}", rng.random_range(0..3));
+                let p = Put::new(row(i)).add_at(f, q, ts, format!("v{step}"));
+                for t in ["ranged", "rowwise"] {
+                    db.table(t).unwrap().put(p.clone()).unwrap();
+                }
+                written.insert(i);
+            }
+            60..=69 => {
+                let a = rng.random_range(0..40);
+                let b = rng.random_range(a + 1..=41);
+                let family = match rng.random_range(0..3) {
+                    0 => Some("a"),
+                    1 => Some("b"),
+                    _ => None,
+                };
+                let stop = if b == 41 { String::new() } else { row(b) };
+                let mut d = DeleteRows::new(row(a), stop).timestamp(ts);
+                if let Some(f) = family {
+                    d = d.family(f);
+                }
+                db.table("ranged").unwrap().delete_rows_with(d).unwrap();
+                let t = db.table("rowwise").unwrap();
+                for &i in written.range(a..b) {
+                    let del = match family {
+                        Some(f) => cellar::Delete::new(row(i)).family_at(f, ts),
+                        None => cellar::Delete::new(row(i)).row_at(ts),
+                    };
+                    t.delete(del).unwrap();
+                }
+            }
+            70..=74 => {
+                let i = rng.random_range(0..40);
+                let d = cellar::Delete::new(row(i)).columns_at("a", "q0", ts);
+                for t in ["ranged", "rowwise"] {
+                    db.table(t).unwrap().delete(d.clone()).unwrap();
+                }
+            }
+            75..=82 => db.flush().unwrap(),
+            83..=87 => {
+                for t in ["ranged", "rowwise"] {
+                    db.major_compact(t, None).unwrap();
+                }
+            }
+            88..=90 => {
+                snaps.clear();
+                drop(db);
+                db = open(dir.path(), opts());
+            }
+            91..=94 => {
+                if snaps.len() < 3 {
+                    snaps.push(db.snapshot());
+                } else {
+                    snaps.remove(0);
+                }
+            }
+            _ => {}
+        }
+        if step % 10 == 9 {
+            let lo = rng.random_range(0..ts);
+            let reads = [
+                Scan::new(),
+                Scan::new().all_versions(),
+                Scan::new().all_versions().time_range(lo, ts + 1),
+                Scan::new()
+                    .max_versions(2)
+                    .range(row(30), row(10))
+                    .reversed(),
+            ];
+            for s in reads {
+                let mut at = vec![s.clone()];
+                at.extend(snaps.iter().map(|sn| s.clone().at(sn)));
+                for s in at {
+                    let a = scan(&db, "ranged", s.clone());
+                    let b = scan(&db, "rowwise", s.clone());
+                    assert_eq!(a, b, "{ctx} step {step} {s:?}");
+                }
+            }
+            for i in 0..40 {
+                let g = Get::new(row(i)).max_versions(3);
+                let a = db.table("ranged").unwrap().get(&g).unwrap();
+                let b = db.table("rowwise").unwrap().get(&g).unwrap();
+                assert_eq!(
+                    render(a.as_slice()),
+                    render(b.as_slice()),
+                    "{ctx} step {step} get {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reads_as_a_deleteall_of_every_row_in_the_range_would() {
+    for seed in 0..12 {
+        equivalence_sequence(seed);
+    }
+}
+
+/// Longer: `cargo nextest run -p cellar --release --test range_delete --run-ignored all`.
+#[test]
+#[ignore]
+fn reads_as_a_deleteall_of_every_row_in_the_range_would_long() {
+    for seed in 1000..1300 {
+        equivalence_sequence(seed);
+    }
+}
