@@ -273,6 +273,39 @@ fn a_family_left_with_no_file_lets_it_go_at_a_major_compaction() {
 }
 
 #[test]
+fn past_the_ttl_it_goes_whatever_keeps_markers() {
+    use std::time::Duration;
+    let clock = Arc::new(cellar::ManualClock::new(1_000_000));
+    let dir = tempfile::tempdir().unwrap();
+    let o = || {
+        let mut o = opts();
+        o.clock = clock.clone();
+        o
+    };
+    let db = open(dir.path(), o());
+    two_families(&db, "t", |f| {
+        f.ttl(Duration::from_secs(10))
+            .keep_deleted_cells(KeepDeletedCells::True)
+    });
+    fill(&db, "t", 4, 1_000_000);
+    let t = db.table("t").unwrap();
+    t.delete_rows(b"r01", b"r03").unwrap();
+    db.major_compact("t", None).unwrap();
+    assert_eq!(
+        db.range_deletes("t").unwrap().len(),
+        2,
+        "KEEP_DELETED_CELLS"
+    );
+    clock.advance(5_000);
+    db.major_compact("t", None).unwrap();
+    assert_eq!(db.range_deletes("t").unwrap().len(), 2, "within the TTL");
+    clock.advance(6_000);
+    db.major_compact("t", None).unwrap();
+    assert!(db.range_deletes("t").unwrap().is_empty(), "past the TTL");
+    assert!(rows_of(&db, "t").is_empty());
+}
+
+#[test]
 fn keep_deleted_cells_and_new_version_behavior_keep_it_and_what_it_masks() {
     for (kdc, nvb) in [
         (KeepDeletedCells::True, false),

@@ -614,8 +614,21 @@ mod first_cell {
             (q, ts, code, seq) in (prop_oneof![Just(""), Just("a"), Just("c")], 0u64..60, code(), 0u64..12),
             (tag_kind, tag_ttl) in (0u8..4, 0u64..40),
             earlier in proptest::collection::vec((prop_oneof![Just(""), Just("a"), Just("c")], 0u64..60, code(), 0u64..12), 0..6),
+            ranges in proptest::collection::vec((0usize..4, 0usize..4, 0u64..60, 1u64..12), 0..3),
         ) {
             let f = family(versions, min, ttl_ms, nvb, kdc);
+            // Row-range deletes (SPEC.md §13 rule 8) around the two rows "p" and "r".
+            let bounds = ["", "q", "r", "s"];
+            let deletes: Vec<cellar::types::RangeDelete> = ranges
+                .iter()
+                .filter(|(a, b, _, _)| *b == 0 || a < b)
+                .map(|&(a, b, ts, seq)| cellar::types::RangeDelete {
+                    start: bounds[a].as_bytes().to_vec(),
+                    stop: bounds[b].as_bytes().to_vec(),
+                    ts,
+                    seq,
+                })
+                .collect();
             let p = ReadParams::new(read_point, now)
                 .columns(columns.as_ref())
                 .max_versions(max_versions)
@@ -624,11 +637,11 @@ mod first_cell {
             let tags = tags(tag_kind, tag_ttl);
             let key = CellKey::new("r", "cf", q, ts, Put, seq);
             let key = KeyRef { type_code: code, ..key.as_ref() };
-            let mut fresh = RowResolver::new(&f, p);
+            let mut fresh = RowResolver::new(&f, p).with_range_deletes(&deletes);
             let want = fresh.push_with_tags(&key, &tags);
             prop_assert_eq!(fresh.first_cell_verdict(&key, &tags), want);
             // Another row's cells first (in key order, as a reader feeds them), then a reset.
-            let mut used = RowResolver::new(&f, p);
+            let mut used = RowResolver::new(&f, p).with_range_deletes(&deletes);
             let mut others: Vec<CellKey> = earlier
                 .iter()
                 .map(|&(q, ts, code, seq)| {

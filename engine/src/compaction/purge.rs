@@ -415,22 +415,27 @@ fn old_enough(params: &PurgeParams, ts: Timestamp) -> bool {
         .is_some_and(|cutoff| ts <= cutoff)
 }
 
-/// Rule 4 for a row-range delete: whether a compaction with `params` whose inputs are *every*
-/// file of the family, holding every write up to the delete's seq (the family's
-/// `flushed_seq` at or above it), may remove the delete from the manifest. The compaction
-/// dropped every put it masks (rule 3), as it would under a stored DeleteFamily marker that
-/// rule 4 drops; KEEP_DELETED_CELLS and NEW_VERSION_BEHAVIOR keep masked puts, so there the
-/// delete stays (SPEC.md §20.2).
+/// Rules 4 and 5 for a row-range delete: whether a compaction with `params` whose inputs are
+/// *every* file of the family, holding every write below the delete's seq, may remove the
+/// delete from the manifest. The compaction dropped every put it masks (rule 3), as it would
+/// under a stored DeleteFamily marker that rule 4 drops; KEEP_DELETED_CELLS and
+/// NEW_VERSION_BEHAVIOR keep masked puts, so there the delete stays — unless it is past the
+/// TTL with MIN_VERSIONS 0 (rule 5): everything it masks is then expired for every reader,
+/// with or without it (SPEC.md §20.2).
 pub fn range_delete_purgeable(
     family: &FamilyDescriptor,
     params: &PurgeParams,
     d: &RangeDelete,
 ) -> bool {
-    family.keep_deleted_cells == KeepDeletedCells::False
+    let ttl_cutoff = family.ttl.map(|t| {
+        let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+        params.now_ms.saturating_sub(ms)
+    });
+    let expired = family.min_versions == 0 && ttl_cutoff.is_some_and(|cut| d.ts < cut);
+    let marker_rule = family.keep_deleted_cells == KeepDeletedCells::False
         && !family.new_version_behavior
-        && params.purges_deletes()
-        && d.seq <= params.smallest_snapshot
-        && old_enough(params, d.ts)
+        && old_enough(params, d.ts);
+    (marker_rule || expired) && params.purges_deletes() && d.seq <= params.smallest_snapshot
 }
 
 #[cfg(test)]
