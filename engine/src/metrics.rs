@@ -262,6 +262,12 @@ impl Stats {
             int(self.live_files),
         );
         e.one(
+            "cellar_range_deletes",
+            Gauge,
+            "Row-range deletes live in the manifest (removed by major compactions).",
+            int(self.range_deletes),
+        );
+        e.one(
             "cellar_read_point",
             Gauge,
             "The highest sequence number visible to reads.",

@@ -240,9 +240,12 @@ fn snapshots_taken_before_it_still_see_the_rows_through_a_major_compaction() {
         2,
         "kept while a reader below it lives"
     );
+    assert_eq!(db.stats().range_deletes, 2);
+    assert!(db.stats().prometheus().contains("cellar_range_deletes 2"));
     drop(before);
     db.major_compact("t", None).unwrap();
     assert!(db.range_deletes("t").unwrap().is_empty(), "spent");
+    assert_eq!(db.stats().range_deletes, 0);
     assert_eq!(rows_of(&db, "t").len(), 4);
     let masked = db.stats().compaction.dropped.get("masked").copied();
     assert!(masked.unwrap_or(0) >= 12, "{masked:?}");

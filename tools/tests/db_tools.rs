@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use cellar::{Db, Delete, FamilyDescriptor, Options, Put, TableDescriptor};
+use cellar::{Db, Delete, DeleteRows, FamilyDescriptor, Options, Put, TableDescriptor};
 use common::{run, Run, CELLAR};
 use serde_json::Value;
 
@@ -178,6 +178,109 @@ fn manifest_dump_lists_every_edit() {
     assert_eq!(v["replay_error"], Value::Null);
     assert_eq!(v["live_files"], 3);
     assert_eq!(v["records"].as_u64(), Some(edits.len() as u64));
+}
+
+/// Row-range deletes live in the manifest: `manifest-dump` shows each one added (per family)
+/// and each one a major compaction removed, in text and JSON.
+#[test]
+fn manifest_dump_shows_range_deletes_and_their_removal() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path().join("db"), Options::default()).unwrap();
+    db.create_table(
+        TableDescriptor::new("t")
+            .family(FamilyDescriptor::new("cf"))
+            .family(FamilyDescriptor::new("meta")),
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    for r in ["a", "b", "c"] {
+        t.put(
+            Put::new(r)
+                .add_at("cf", "q", 10, "v")
+                .add_at("meta", "m", 10, "m"),
+        )
+        .unwrap();
+    }
+    let s1 = t
+        .delete_rows_with(DeleteRows::new("a", "c").timestamp(50).family("cf"))
+        .unwrap();
+    let s2 = t.delete_rows(b"\x00x", b"").unwrap();
+    drop(t);
+    db.close().unwrap();
+
+    let r = cellar(&["manifest-dump", "db"], d.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for line in [
+        format!("  range_delete t/cf seq {s1}: rows ['a', 'c'), ts <= 50\n"),
+        format!("  range_delete t/meta seq {s2}: rows ['\\x00x', end), ts <= "),
+    ] {
+        assert!(r.stdout.contains(&line), "{line:?} in\n{}", r.stdout);
+    }
+    let v = json(&cellar(
+        &["manifest-dump", "db", "--format", "json"],
+        d.path(),
+    ));
+    let edits = v["edits"].as_array().unwrap();
+    let family = |name: &str| -> Value {
+        let table = edits.iter().find_map(|e| e["put_tables"].get(0));
+        let families = table.unwrap()["families"].as_array().unwrap();
+        families.iter().find(|f| f["name"] == name).unwrap()["id"].clone()
+    };
+    let (cf, meta) = (family("cf"), family("meta"));
+    let added: Vec<&Value> = edits
+        .iter()
+        .filter_map(|e| e["range_deletes"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(added.len(), 3, "{v}");
+    assert_eq!(
+        *added[0],
+        serde_json::json!({"family_id": cf, "start": "a", "stop": "c", "ts": 50, "seq": s1})
+    );
+    let whole: Vec<&&Value> = added.iter().filter(|d| d["seq"] == s2).collect();
+    assert_eq!(whole.len(), 2);
+    assert_eq!(
+        (&whole[0]["start"], &whole[0]["stop"]),
+        (&"\\x00x".into(), &"".into())
+    );
+    assert!(whole.iter().any(|d| d["family_id"] == meta));
+    assert!(edits.iter().all(|e| e.get("range_deletes_gone").is_none()));
+
+    // A major compaction drops the masked cells, then the deletes.
+    let db = Db::open(d.path().join("db"), Options::default()).unwrap();
+    db.major_compact("t", None).unwrap();
+    assert_eq!(db.range_deletes("t").unwrap(), []);
+    db.close().unwrap();
+    let r = cellar(&["manifest-dump", "db"], d.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains(&format!("  range_delete_gone t/cf seq {s1}\n")),
+        "{}",
+        r.stdout
+    );
+    let v = json(&cellar(
+        &["manifest-dump", "db", "--format", "json"],
+        d.path(),
+    ));
+    let mut gone: Vec<Value> = v["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["range_deletes_gone"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    gone.sort_by_key(|g| (g["seq"].as_u64(), g["family_id"].as_u64()));
+    assert_eq!(
+        gone,
+        [
+            serde_json::json!({"family_id": cf, "seq": s1}),
+            serde_json::json!({"family_id": cf, "seq": s2}),
+            serde_json::json!({"family_id": meta, "seq": s2}),
+        ],
+        "{v}"
+    );
 }
 
 #[test]

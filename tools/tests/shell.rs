@@ -1204,3 +1204,138 @@ list_feed_slots
     let v = &json_lines(&r.stdout)[0];
     assert_eq!(v["stats"]["feed_slots"][0]["name"], "from-start", "{v}");
 }
+
+/// `delete_rows` masks a range of rows with one write, `list_range_deletes` lists what the
+/// Rust API lists (text and JSON), and a bad request fails alone with exit code 1.
+#[test]
+fn delete_rows_masks_a_range_and_list_range_deletes_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut script = String::from("create 't', 'cf', 'meta'\n");
+    for r in ["a", "b1", "b2", "c", "d1"] {
+        script += &format!("put 't', '{r}', 'cf:q', 'v', 10\nput 't', '{r}', 'meta:m', 'm', 10\n");
+    }
+    script += "delete_rows 't', {STARTROW => 'b', STOPROW => 'c', TIMESTAMP => 100}
+delete_rows 't', ROWPREFIXFILTER => 'd', COLUMNS => ['meta:'], TIMESTAMP => 200
+scan 't'
+list_range_deletes 't'
+";
+    let r = shell(&db, &["--format", "json"], &script);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 15, "{}", r.stdout);
+    for l in &lines[..13] {
+        assert_eq!(*l, r#"{"ok":true}"#, "{}", r.stdout);
+    }
+    let scanned = &json_lines(lines[13])[0];
+    let cells: Vec<(&str, &str)> = scanned["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["row"].as_str().unwrap(), c["column"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("a", "cf:q"),
+            ("a", "meta:m"),
+            ("c", "cf:q"),
+            ("c", "meta:m"),
+            ("d1", "cf:q")
+        ],
+        "{scanned}"
+    );
+
+    // The shell lists what the Rust API lists, in seq order.
+    let d = Db::open(&db, Options::default()).unwrap();
+    let api = d.range_deletes("t").unwrap();
+    drop(d);
+    let (s1, s2) = (api[0].1.seq, api[2].1.seq);
+    assert!(s1 < s2, "{api:?}");
+    let want = format!(
+        concat!(
+            r#"{{"ok":true,"range_deletes":["#,
+            r#"{{"family":"cf","start":"b","stop":"c","timestamp":100,"seq":{s1}}},"#,
+            r#"{{"family":"meta","start":"b","stop":"c","timestamp":100,"seq":{s1}}},"#,
+            r#"{{"family":"meta","start":"d","stop":"e","timestamp":200,"seq":{s2}}}]}}"#
+        ),
+        s1 = s1,
+        s2 = s2
+    );
+    assert_eq!(lines[14], want);
+    let r = shell(&db, &["-e", "list_range_deletes 't'"], "");
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(
+        r.stdout,
+        format!(
+            "FAMILY  START  STOP  TIMESTAMP  SEQ\n cf     b      c     100        {s1}\n meta   b      c     100        {s1}\n meta   d      e     200        {s2}\n3 row(s)\nTook X seconds\n"
+        )
+    );
+
+    // Each bad request fails alone, and none of them deletes anything.
+    let script = "delete_rows 't'
+delete_rows 't', {STARTROW => 'c', STOPROW => 'b'}
+delete_rows 't', {COLUMN => 'nope'}
+delete_rows 't', {COLUMNS => ['cf:q']}
+delete_rows 't', {STARTROW => 'a', ROWPREFIXFILTER => 'a'}
+delete_rows 'nope', {}
+list_range_deletes 'nope'
+disable 't'
+delete_rows 't', {}
+list_range_deletes 't'
+enable 't'
+";
+    let r = shell(&db, &["--format", "json"], script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 11, "{}", r.stdout);
+    assert_eq!(
+        lines[0],
+        format!(
+            r#"{{"ok":false,"kind":"ParseError","error":"line 1, column 16: expected {{STARTROW => 'a', STOPROW => 'b'}}, {{ROWPREFIXFILTER => 'p'}}, or {{}} for every row (usage: {})"}}"#,
+            "delete_rows 't', {STARTROW => 'a', STOPROW => 'b' | ROWPREFIXFILTER => 'p', COLUMN => 'cf' | COLUMNS => ['cf1', 'cf2'], TIMESTAMP => ts} ({} deletes every row)"
+        )
+    );
+    assert_eq!(
+        lines[1],
+        r#"{"ok":false,"kind":"ParseError","error":"line 2, column 47: STOPROW must be after STARTROW (leave it out, or '', for the end of the table)"}"#
+    );
+    assert_error(lines[2], "FamilyNotFound");
+    assert_error(lines[3], "ParseError");
+    assert!(lines[3].contains("line 4, column 31: "), "{}", lines[3]);
+    assert_error(lines[4], "ParseError");
+    assert_error(lines[5], "TableNotFound");
+    assert_error(lines[6], "TableNotFound");
+    assert_eq!(lines[7], r#"{"ok":true}"#);
+    assert_error(lines[8], "TableNotEnabled");
+    // Listing reads the schema, not data: a disabled table's deletes are listed too.
+    assert_eq!(
+        json_lines(lines[9])[0]["range_deletes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{}",
+        lines[9]
+    );
+    assert_eq!(lines[10], r#"{"ok":true}"#);
+
+    // Text mode: the error on stderr with its position; a write prints only its timing.
+    let r = shell(
+        &db,
+        &[
+            "-e",
+            "delete_rows 't', {COLUMN => 'cf:q'}\ndelete_rows 't', {}\ncount 't'",
+        ],
+        "",
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "ERROR: line 1, column 29: delete_rows deletes whole families; \"cf:q\" names a column (give its family alone)\n"
+    );
+    assert_eq!(r.stdout, "Took X seconds\n0 row(s)\nTook X seconds\n");
+    let d = Db::open(&db, Options::default()).unwrap();
+    assert_eq!(d.table("t").unwrap().scan(Scan::new()).unwrap().count(), 0);
+    assert_eq!(d.range_deletes("t").unwrap().len(), 5);
+}

@@ -1154,7 +1154,8 @@ pub(super) fn report(s: &super::Stats) -> String {
     let _ = writeln!(
         o,
         "Compactions: running {}, by reason [{}], trivial moves {}, failures {}, pending {:.1} MB, \
-         files awaiting deletion {}; cells read {}, written {}, dropped [{}]",
+         files awaiting deletion {}; cells read {}, written {}, dropped [{}]; row-range deletes \
+         live {}",
         c.running,
         reasons.join(" "),
         c.trivial_moves,
@@ -1164,6 +1165,7 @@ pub(super) fn report(s: &super::Stats) -> String {
         c.cells_read,
         c.cells_written,
         dropped.join(" "),
+        s.range_deletes,
     );
     let _ = writeln!(
         o,

@@ -192,6 +192,9 @@ pub struct Stats {
     pub memstore_frozen_bytes: u64,
     /// HFiles live.
     pub live_files: u64,
+    /// Row-range deletes live in the manifest, over every family (`Table::delete_rows`): each
+    /// is looked up as a read starts a row of its family, until a major compaction removes it.
+    pub range_deletes: u64,
     /// The WAL backend that runs (`io_uring` or `pwrite`), and its counters.
     pub wal: wal::WalStats,
     /// The background thread that faults in the WAL's and memstores' next pages (counted
@@ -1665,6 +1668,12 @@ impl DbInner {
             memstore_active_bytes: active as u64,
             memstore_frozen_bytes: frozen as u64,
             live_files: sv.version.num_files() as u64,
+            range_deletes: sv
+                .tables
+                .values()
+                .flat_map(|t| &t.families)
+                .map(|f| f.range_deletes.len() as u64)
+                .sum(),
             wal: self.wal.stats(),
             prefault: crate::prefault::stats(),
             read_point: self.visibility.read_point(),

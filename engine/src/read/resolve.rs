@@ -310,6 +310,9 @@ impl<'q> RowResolver<'q> {
     }
 
     /// Apply the family's row-range deletes (any seq; those above the read point mask nothing).
+    // Inlined: a Get builds one resolver per family, and the call moved the whole resolver
+    // (callgrind: 17 more instructions a Get).
+    #[inline(always)]
     pub fn with_range_deletes(mut self, deletes: &'q [RangeDelete]) -> Self {
         self.range_deletes = deletes;
         self.range_pending = !deletes.is_empty();

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{write_json, DbFormat, DirArgs, FileJson, Names};
 use crate::shell::output::family_text;
-use crate::text::human_size;
+use crate::text::{bin, human_size};
 use crate::{Result, ToolError, EXIT_CORRUPT, EXIT_OK};
 
 /// Arguments of `cellar manifest-dump`.
@@ -51,6 +51,22 @@ struct FlushedJson {
     seq: u64,
 }
 
+#[derive(Debug, Serialize)]
+struct RangeDeleteJson {
+    family_id: u32,
+    start: String,
+    /// Empty: to the end of the table.
+    stop: String,
+    ts: u64,
+    seq: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct RangeDeleteGoneJson {
+    family_id: u32,
+    seq: u64,
+}
+
 /// One edit; absent fields and empty lists are left out.
 #[derive(Debug, Serialize)]
 struct EditJson {
@@ -84,6 +100,10 @@ struct EditJson {
     deleted_files: Vec<DeletedJson>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     added_files: Vec<FileJson>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    range_deletes: Vec<RangeDeleteJson>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    range_deletes_gone: Vec<RangeDeleteGoneJson>,
 }
 
 #[derive(Debug, Serialize)]
@@ -165,6 +185,22 @@ fn edit_json(index: usize, l: &LoggedEdit) -> EditJson {
             })
             .collect(),
         added_files: e.added_files.iter().map(FileJson::from).collect(),
+        range_deletes: e
+            .range_deletes
+            .iter()
+            .map(|(family, d)| RangeDeleteJson {
+                family_id: *family,
+                start: bin(&d.start),
+                stop: bin(&d.stop),
+                ts: d.ts,
+                seq: d.seq,
+            })
+            .collect(),
+        range_deletes_gone: e
+            .range_deletes_gone
+            .iter()
+            .map(|&(family_id, seq)| RangeDeleteGoneJson { family_id, seq })
+            .collect(),
     }
 }
 
@@ -228,6 +264,27 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
             f.crc32c
                 .as_deref()
                 .map_or(String::new(), |c| format!(", crc32c {c}"))
+        ));
+    }
+    for d in &e.range_deletes {
+        let stop = if d.stop.is_empty() {
+            "end".to_owned()
+        } else {
+            format!("'{}'", d.stop)
+        };
+        s.push_str(&format!(
+            "  range_delete {} seq {}: rows ['{}', {stop}), ts <= {}\n",
+            names.label(d.family_id),
+            d.seq,
+            d.start,
+            d.ts
+        ));
+    }
+    for d in &e.range_deletes_gone {
+        s.push_str(&format!(
+            "  range_delete_gone {} seq {}\n",
+            names.label(d.family_id),
+            d.seq
         ));
     }
     for id in &e.drop_tables {

@@ -444,6 +444,26 @@ impl Shell {
                 }
                 Output::Done
             }
+            Command::DeleteRows {
+                table,
+                start,
+                stop,
+                families,
+                ts,
+            } => {
+                let t = self.data_table(table)?;
+                let mut d = cellar::DeleteRows::new(start.clone(), stop.clone());
+                if let Some(ts) = ts {
+                    d = d.timestamp(*ts);
+                }
+                for f in families.iter().flatten() {
+                    d = d.family(f);
+                }
+                t.delete_rows_with(d)?;
+                Output::Done
+            }
+            // Listed for a disabled table too, as describe is: it reads the schema, not data.
+            Command::ListRangeDeletes { table } => Output::RangeDeletes(db.range_deletes(table)?),
             Command::Incr {
                 table,
                 row,
@@ -722,6 +742,7 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
         "flushes": s.flushes,
         "flushed_bytes": s.flushed_bytes,
         "live_files": s.live_files,
+        "range_deletes": s.range_deletes,
         "memstore_active_bytes": s.memstore_active_bytes,
         "memstore_frozen_bytes": s.memstore_frozen_bytes,
         "read_point": s.read_point,

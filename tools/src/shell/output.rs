@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use cellar::types::RangeDelete;
 use cellar::{BloomType, CompressionType, FamilyDescriptor, KeepDeletedCells};
 use serde::Serialize;
 
@@ -92,6 +93,8 @@ pub enum Output {
     Snapshots(Vec<SnapshotJson>),
     /// `list_feed_slots`: by name.
     FeedSlots(Vec<cellar::FeedSlotInfo>),
+    /// `list_range_deletes`: (family, delete), in seq order.
+    RangeDeletes(Vec<(String, RangeDelete)>),
     /// `exit`.
     Exit,
 }
@@ -105,6 +108,27 @@ pub fn feed_slot_json(s: &cellar::FeedSlotInfo) -> serde_json::Value {
         "held_bytes": s.held_bytes,
         "lost": s.lost,
     })
+}
+
+/// One row-range delete as `list_range_deletes` shows it.
+#[derive(Debug, Serialize)]
+struct RangeDeleteJson {
+    family: String,
+    start: String,
+    /// Empty: to the end of the table.
+    stop: String,
+    timestamp: u64,
+    seq: u64,
+}
+
+fn range_delete_json((family, d): &(String, RangeDelete)) -> RangeDeleteJson {
+    RangeDeleteJson {
+        family: family.clone(),
+        start: bin(&d.start),
+        stop: bin(&d.stop),
+        timestamp: d.ts,
+        seq: d.seq,
+    }
 }
 
 /// One table snapshot as `list_snapshots` shows it.
@@ -579,6 +603,27 @@ impl Output {
                 }
                 out.push_str(&format!("{} row(s)\n", list.len()));
             }
+            Output::RangeDeletes(list) => {
+                let rows = list
+                    .iter()
+                    .map(range_delete_json)
+                    .map(|d| {
+                        vec![
+                            format!(" {}", d.family),
+                            d.start,
+                            d.stop,
+                            d.timestamp.to_string(),
+                            d.seq.to_string(),
+                        ]
+                    })
+                    .collect();
+                columns(
+                    &["FAMILY", "START", "STOP", "TIMESTAMP", "SEQ"],
+                    rows,
+                    &mut out,
+                );
+                out.push_str(&format!("{} row(s)\n", list.len()));
+            }
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -654,6 +699,10 @@ impl Output {
             Output::FeedSlots(list) => {
                 let list: Vec<_> = list.iter().map(feed_slot_json).collect();
                 format!(r#"{{"ok":true,"feed_slots":{}}}"#, json(&list))
+            }
+            Output::RangeDeletes(list) => {
+                let list: Vec<_> = list.iter().map(range_delete_json).collect();
+                format!(r#"{{"ok":true,"range_deletes":{}}}"#, json(&list))
             }
         }
     }
@@ -747,6 +796,32 @@ mod tests {
         assert_eq!(
             out.json(),
             r#"{"ok":true,"rows":1,"cells":[{"row":"r1","column":"cf:q","timestamp":123,"type":"Put","value":"v"},{"row":"r1","column":"cf:","timestamp":99,"type":"DeleteFamily","value":""}]}"#
+        );
+    }
+
+    #[test]
+    fn range_deletes_print_as_a_table_and_one_json_line() {
+        let d = |start: &[u8], stop: &[u8], seq| RangeDelete {
+            start: start.to_vec(),
+            stop: stop.to_vec(),
+            ts: 123,
+            seq,
+        };
+        let out = Output::RangeDeletes(vec![
+            ("cf".into(), d(b"a", b"b\xff", 45)),
+            ("meta".into(), d(b"\x00", b"", 46)),
+        ]);
+        assert_eq!(
+            out.text(Duration::ZERO),
+            "FAMILY  START  STOP   TIMESTAMP  SEQ\n cf     a      b\\xFF  123        45\n meta   \\x00          123        46\n2 row(s)\nTook 0.0000 seconds\n"
+        );
+        assert_eq!(
+            out.json(),
+            r#"{"ok":true,"range_deletes":[{"family":"cf","start":"a","stop":"b\\xFF","timestamp":123,"seq":45},{"family":"meta","start":"\\x00","stop":"","timestamp":123,"seq":46}]}"#
+        );
+        assert_eq!(
+            Output::RangeDeletes(Vec::new()).json(),
+            r#"{"ok":true,"range_deletes":[]}"#
         );
     }
 

@@ -235,6 +235,19 @@ pub enum Command {
         column: Option<ColumnSpec>,
         ts: Option<u64>,
     },
+    /// `delete_rows 't', {...}`: one row-range delete (`Table::delete_rows_with`); an empty
+    /// `stop` runs to the end of the table, `families: None` is every family.
+    DeleteRows {
+        table: String,
+        start: Vec<u8>,
+        stop: Vec<u8>,
+        families: Option<Vec<String>>,
+        ts: Option<u64>,
+    },
+    /// `list_range_deletes 't'`: the table's live row-range deletes (`Db::range_deletes`).
+    ListRangeDeletes {
+        table: String,
+    },
     Incr {
         table: String,
         row: Vec<u8>,
@@ -394,6 +407,8 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("scan", "scan 't'[, {STARTROW => 'a', STOPROW => 'b', ROWPREFIXFILTER => 'p', LIMIT => n, REVERSED => true, RAW => true, VERSIONS => n, COLUMNS => [...], TIMERANGE => [min, max], TIMESTAMP => ts, BATCH => n, FILTER => \"...\", FORMATTER => 'toString', MAXLENGTH => n}]", "Read rows"),
     ("delete", "delete 't', 'row', 'cf:q' | 'cf'[, ts][, {TYPE => 'VERSION' | 'FAMILY_VERSION'}]", "Write a delete marker"),
     ("deleteall", "deleteall 't', 'row' | {ROWPREFIXFILTER => 'p'}[, 'cf:q' | 'cf'][, ts]", "Delete rows or columns"),
+    ("delete_rows", "delete_rows 't', {STARTROW => 'a', STOPROW => 'b' | ROWPREFIXFILTER => 'p', COLUMN => 'cf' | COLUMNS => ['cf1', 'cf2'], TIMESTAMP => ts} ({} deletes every row)", "Delete a range of rows with one write, whatever their number (a Cellar extension)"),
+    ("list_range_deletes", "list_range_deletes 't'", "List a table's live row-range deletes (a Cellar extension)"),
     ("incr", "incr 't', 'row', 'cf:q'[, n]", "Add to a counter"),
     ("get_counter", "get_counter 't', 'row', 'cf:q'", "Read a counter"),
     ("append", "append 't', 'row', 'cf:q', 'value'", "Append to a value"),
@@ -1340,6 +1355,8 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
                 ts,
             }
         }
+        "delete_rows" => delete_rows(&mut a)?,
+        "list_range_deletes" => Command::ListRangeDeletes { table: a.table()? },
         "incr" => {
             let table = a.table()?;
             let row = a.bytes("a row key string")?;
@@ -1717,6 +1734,116 @@ fn scan(a: &mut Args) -> Result<Command, ShellError> {
     })
 }
 
+/// `delete_rows`. The options map is required even when empty: deleting every row of a table
+/// takes an explicit `{}`, not a forgotten argument.
+fn delete_rows(a: &mut Args) -> Result<Command, ShellError> {
+    let table = a.table()?;
+    let what = "{STARTROW => 'a', STOPROW => 'b'}, {ROWPREFIXFILTER => 'p'}, or {} for every row";
+    let r = a.required(what)?;
+    let Val::Map(pairs) = r.val else {
+        return Err(a.usage_err(r.pos, what));
+    };
+    let mut m = MapArgs::new(pairs, "delete_rows")?;
+    // The same spellings as scan's, so a scan's range can be pasted as is.
+    let start = take_alias(&mut m, &["STARTROW", "STARTKEY"])?;
+    let stop = take_alias(&mut m, &["STOPROW", "ENDROW", "ENDKEY"])?;
+    let prefix = m.take("ROWPREFIXFILTER");
+    let (start, stop) = match prefix {
+        Some(p) => {
+            if start.is_some() || stop.is_some() {
+                return Err(err(
+                    p.pos,
+                    "ROWPREFIXFILTER cannot be combined with STARTROW or STOPROW",
+                ));
+            }
+            let p = bytes_of(&p, "a row prefix")?;
+            // No end (an empty or all-0xFF prefix): to the end of the table, an empty stop.
+            let end = cellar::read::query::prefix_end(&p).unwrap_or_default();
+            (p, end)
+        }
+        None => {
+            let start = start
+                .map(|v| bytes_of(&v, "a start row"))
+                .transpose()?
+                .unwrap_or_default();
+            let stop = match stop {
+                None => Vec::new(),
+                Some(v) => {
+                    let stop = bytes_of(&v, "a stop row")?;
+                    if !stop.is_empty() && start >= stop {
+                        return Err(err(
+                            v.pos,
+                            "STOPROW must be after STARTROW (leave it out, or '', for the end of the table)",
+                        ));
+                    }
+                    stop
+                }
+            };
+            (start, stop)
+        }
+    };
+    let mut families: Option<Vec<String>> = None;
+    for key in ["COLUMN", "COLUMNS"] {
+        let Some(v) = m.take(key) else { continue };
+        let list = match &v.val {
+            Val::List(items) if items.is_empty() => {
+                return Err(err(v.pos, format!("{key} names no family")));
+            }
+            Val::List(items) => items
+                .iter()
+                .map(delete_rows_family)
+                .collect::<Result<_, _>>()?,
+            _ => vec![delete_rows_family(&v)?],
+        };
+        families.get_or_insert_with(Vec::new).extend(list);
+    }
+    let ts = m.take("TIMESTAMP").map(|v| timestamp(&v)).transpose()?;
+    m.done(&[])?;
+    Ok(Command::DeleteRows {
+        table,
+        start,
+        stop,
+        families,
+        ts,
+    })
+}
+
+/// The value of whichever of `keys` (spellings of one option) is given; two of them is an error.
+fn take_alias(m: &mut MapArgs, keys: &[&str]) -> Result<Option<Arg>, ShellError> {
+    let mut found: Option<(&str, Arg)> = None;
+    for &k in keys {
+        if let Some(v) = m.take(k) {
+            if let Some((first, _)) = &found {
+                return Err(err(v.pos, format!("{k} and {first} are the same option")));
+            }
+            found = Some((k, v));
+        }
+    }
+    Ok(found.map(|(_, v)| v))
+}
+
+/// A family of `delete_rows`' COLUMNS: `'cf'` or `'cf:'`. A qualifier is refused rather than
+/// widened to its family: the delete masks whole rows of a family.
+fn delete_rows_family(a: &Arg) -> Result<String, ShellError> {
+    let Val::Str(s) = &a.val else {
+        return Err(err(a.pos, "expected a family name string such as 'cf'"));
+    };
+    let name = s.strip_suffix(b":").unwrap_or(s);
+    if name.contains(&b':') {
+        return Err(err(
+            a.pos,
+            format!(
+                "delete_rows deletes whole families; {:?} names a column (give its family alone)",
+                String::from_utf8_lossy(s)
+            ),
+        ));
+    }
+    family_name(&Arg {
+        val: Val::Str(name.to_vec()),
+        pos: a.pos,
+    })
+}
+
 /// A column's converter, for the cells of that column (a whole family has none: HBase keys
 /// converters by `family:qualifier`).
 fn note_converter(show: &mut Show, c: &ColumnSpec) {
@@ -1927,6 +2054,112 @@ mod tests {
             .contains("VERSIONS must be at least 1"));
         assert!(err_text("create 'a:b:c', 'cf'")
             .starts_with("line 1, column 8: invalid argument: bad table name"));
+    }
+
+    #[test]
+    fn delete_rows_takes_a_range_a_prefix_or_an_explicit_everything() {
+        let rows = |src: &str| match one(src).unwrap() {
+            Command::DeleteRows {
+                table,
+                start,
+                stop,
+                families,
+                ts,
+            } => (table, start, stop, families, ts),
+            c => panic!("{c:?}"),
+        };
+        assert_eq!(
+            rows("delete_rows 't', {STARTROW => 'a', STOPROW => 'b'}"),
+            ("t".into(), b"a".to_vec(), b"b".to_vec(), None, None)
+        );
+        // Everything is explicit: `{}` (or a lone bound) runs from the start or to the end.
+        assert_eq!(
+            rows("delete_rows 't', {}"),
+            ("t".into(), vec![], vec![], None, None)
+        );
+        assert_eq!(rows("delete_rows 't', STARTROW => 'm'").2, b"");
+        assert_eq!(rows("delete_rows 't', {STOPROW => 'm'}").1, b"");
+        assert_eq!(
+            rows("delete_rows 't', {STARTROW => 'm', STOPROW => ''}").2,
+            b""
+        );
+        // ENDROW is HBase's spelling of STOPROW, as in scan.
+        assert_eq!(
+            one("delete_rows 't', {STARTKEY => 'a', ENDROW => 'b'}").unwrap(),
+            one("delete_rows 't', {STARTROW => 'a', STOPROW => 'b'}").unwrap()
+        );
+        let p = rows("delete_rows 't', {ROWPREFIXFILTER => \"p\\xff\", TIMESTAMP => 9}");
+        assert_eq!((p.1, p.2, p.4), (b"p\xff".to_vec(), b"q".to_vec(), Some(9)));
+        // No row follows every row starting with 0xFF bytes: to the end of the table.
+        let p = rows("delete_rows 't', {ROWPREFIXFILTER => \"\\xff\\xff\"}");
+        assert_eq!((p.1, p.2), (b"\xff\xff".to_vec(), vec![]));
+        assert_eq!(
+            rows("delete_rows 't', {COLUMNS => ['cf1', 'cf2:'], COLUMN => 'cf3'}").3,
+            Some(vec!["cf3".to_owned(), "cf1".to_owned(), "cf2".to_owned()])
+        );
+        assert_eq!(
+            rows("delete_rows 't', {COLUMN => 'cf:'}").3,
+            Some(vec!["cf".to_owned()])
+        );
+        assert_eq!(
+            one("list_range_deletes 'ns:t'").unwrap(),
+            Command::ListRangeDeletes {
+                table: "ns:t".into()
+            }
+        );
+    }
+
+    #[test]
+    fn delete_rows_errors_name_the_position() {
+        let usage = usage("delete_rows");
+        assert_eq!(
+            err_text("delete_rows 't'"),
+            format!("line 1, column 16: expected {{STARTROW => 'a', STOPROW => 'b'}}, {{ROWPREFIXFILTER => 'p'}}, or {{}} for every row (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("delete_rows 't', 'a'"),
+            format!("line 1, column 18: expected {{STARTROW => 'a', STOPROW => 'b'}}, {{ROWPREFIXFILTER => 'p'}}, or {{}} for every row (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {STARTROW => 'b', STOPROW => 'a'}"),
+            "line 1, column 47: STOPROW must be after STARTROW (leave it out, or '', for the end of the table)"
+        );
+        assert!(
+            err_text("delete_rows 't', {STARTROW => 'a', STOPROW => 'a'}")
+                .starts_with("line 1, column 47: STOPROW must be after STARTROW")
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {STARTROW => 'a', ROWPREFIXFILTER => 'p'}"),
+            "line 1, column 55: ROWPREFIXFILTER cannot be combined with STARTROW or STOPROW"
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {COLUMNS => ['cf', 'cf:q']}"),
+            "line 1, column 37: delete_rows deletes whole families; \"cf:q\" names a column (give its family alone)"
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {COLUMNS => []}"),
+            "line 1, column 30: COLUMNS names no family"
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {STOPROW => 'a', ENDROW => 'b'}"),
+            "line 1, column 45: ENDROW and STOPROW are the same option"
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {LIMIT => 1}"),
+            format!("line 1, column 19: unknown key LIMIT for delete_rows (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {TIMESTAMP => -1}"),
+            "line 1, column 32: expected a timestamp (milliseconds), not a negative number"
+        );
+        assert_eq!(
+            err_text("delete_rows 't', {}, 5"),
+            format!("line 1, column 22: unexpected argument (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("list_range_deletes"),
+            "line 1, column 19: expected a table name string (usage: list_range_deletes 't')"
+        );
     }
 
     #[test]
