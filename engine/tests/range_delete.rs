@@ -455,33 +455,51 @@ fn a_load_after_it_is_not_masked_where_new_version_behavior_says_so() {
 }
 
 /// One randomized sequence: see the module docs. `ts` only grows, so a `deleteall` of the rows
-/// written so far masks exactly what the range delete masks, in classic mode too.
+/// written so far masks exactly what the range delete masks, in classic mode too. Between the
+/// writes: flushes, major compactions, clean reopens, power losses (every write `FsyncWal`, so
+/// both tables keep everything acknowledged), MVCC snapshots, table snapshots restored, alters
+/// of VERSIONS and KEEP_DELETED_CELLS, and truncates — each done to both tables alike.
 fn equivalence_sequence(seed: u64) {
+    use cellar::fs::CrashPolicy;
+    use std::collections::BTreeSet;
     let mut rng = StdRng::seed_from_u64(seed);
     let nvb = rng.random_bool(0.5);
-    let kdc = if rng.random_bool(0.3) {
+    let mut kdc = if rng.random_bool(0.3) {
         KeepDeletedCells::True
     } else {
         KeepDeletedCells::False
     };
-    let versions = rng.random_range(1..=3);
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = open(dir.path(), opts());
-    for name in ["ranged", "rowwise"] {
-        two_families(&db, name, |f| {
-            f.max_versions(versions)
+    let mut versions = rng.random_range(1..=3);
+    let o = |fs: &SimFs| {
+        let mut o = opts();
+        o.fs = Arc::new(fs.clone());
+        o.default_durability = cellar::Durability::FsyncWal;
+        o
+    };
+    let desc = |name: &str, versions: u32, kdc: KeepDeletedCells| {
+        let f = |n: &str| {
+            FamilyDescriptor::new(n)
+                .max_versions(versions)
                 .new_version_behavior(nvb)
                 .keep_deleted_cells(kdc)
-        });
+        };
+        TableDescriptor::new(name).family(f("a")).family(f("b"))
+    };
+    let mut fs = SimFs::new();
+    let mut db = Db::open(Path::new("/db"), o(&fs)).unwrap();
+    for name in ["ranged", "rowwise"] {
+        db.create_table(desc(name, versions, kdc)).unwrap();
     }
     let mut ts = 100u64;
-    let mut written: std::collections::BTreeSet<u32> = Default::default();
-    let ctx = format!("seed {seed} nvb {nvb} kdc {kdc:?} versions {versions}");
+    let mut written: BTreeSet<u32> = BTreeSet::new();
+    // Table snapshots taken: (number, rows written then).
+    let mut taken: Vec<(u32, BTreeSet<u32>)> = Vec::new();
     let mut snaps: Vec<cellar::Snapshot> = Vec::new();
+    let mut log: Vec<String> = Vec::new();
     for step in 0..300 {
         ts += 1;
         match rng.random_range(0..100) {
-            0..=59 => {
+            0..=54 => {
                 let i = rng.random_range(0..40);
                 let f = if rng.random_bool(0.5) { "a" } else { "b" };
                 let q = format!("q{}", rng.random_range(0..3));
@@ -491,7 +509,7 @@ fn equivalence_sequence(seed: u64) {
                 }
                 written.insert(i);
             }
-            60..=69 => {
+            55..=64 => {
                 let a = rng.random_range(0..40);
                 let b = rng.random_range(a + 1..=41);
                 let family = match rng.random_range(0..3) {
@@ -499,6 +517,7 @@ fn equivalence_sequence(seed: u64) {
                     1 => Some("b"),
                     _ => None,
                 };
+                log.push(format!("delete_rows {a}..{b} {family:?} @{ts}"));
                 let stop = if b == 41 { String::new() } else { row(b) };
                 let mut d = DeleteRows::new(row(a), stop).timestamp(ts);
                 if let Some(f) = family {
@@ -514,34 +533,93 @@ fn equivalence_sequence(seed: u64) {
                     t.delete(del).unwrap();
                 }
             }
-            70..=74 => {
+            65..=69 => {
                 let i = rng.random_range(0..40);
                 let d = cellar::Delete::new(row(i)).columns_at("a", "q0", ts);
                 for t in ["ranged", "rowwise"] {
                     db.table(t).unwrap().delete(d.clone()).unwrap();
                 }
             }
-            75..=82 => db.flush().unwrap(),
-            83..=87 => {
+            70..=76 => db.flush().unwrap(),
+            77..=80 => {
+                log.push("major".into());
                 for t in ["ranged", "rowwise"] {
                     db.major_compact(t, None).unwrap();
                 }
             }
-            88..=90 => {
+            81..=82 => {
+                log.push("reopen".into());
                 snaps.clear();
                 drop(db);
-                db = open(dir.path(), opts());
+                db = Db::open(Path::new("/db"), o(&fs)).unwrap();
             }
-            91..=94 => {
+            83..=84 => {
+                let policy = match rng.random_range(0..4) {
+                    0 => CrashPolicy::DropAll,
+                    1 => CrashPolicy::KeepRandomPrefix,
+                    2 => CrashPolicy::Tear { sector: 512 },
+                    _ => CrashPolicy::Garble { sector: 512 },
+                };
+                log.push(format!("power loss {policy:?}"));
+                snaps.clear();
+                fs = fs.crash(policy, seed ^ step);
+                drop(db);
+                db = Db::open(Path::new("/db"), o(&fs)).unwrap();
+            }
+            85..=87 => {
                 if snaps.len() < 3 {
                     snaps.push(db.snapshot());
                 } else {
                     snaps.remove(0);
                 }
             }
+            88..=89 => {
+                let n = step as u32;
+                log.push(format!("table snapshot {n}"));
+                for t in ["ranged", "rowwise"] {
+                    db.snapshot_table(t, &format!("{t}-{n}")).unwrap();
+                }
+                taken.push((n, written.clone()));
+            }
+            90 => {
+                if let Some((n, rows)) = taken.last().cloned() {
+                    log.push(format!("restore {n}"));
+                    for t in ["ranged", "rowwise"] {
+                        db.restore_table_snapshot(&format!("{t}-{n}")).unwrap();
+                    }
+                    // What the restored tables hold; rows written since are gone from both.
+                    written = rows;
+                    // The descriptors too: the loop's settings follow them.
+                    let d = db.describe("ranged").unwrap();
+                    versions = d.families[0].max_versions;
+                    kdc = d.families[0].keep_deleted_cells;
+                }
+            }
+            91..=92 => {
+                versions = rng.random_range(1..=3);
+                if rng.random_bool(0.3) {
+                    kdc = match kdc {
+                        KeepDeletedCells::False => KeepDeletedCells::True,
+                        _ => KeepDeletedCells::False,
+                    };
+                }
+                log.push(format!("alter versions {versions} kdc {kdc:?}"));
+                for t in ["ranged", "rowwise"] {
+                    db.alter_table(desc(t, versions, kdc)).unwrap();
+                }
+            }
+            93 => {
+                log.push("truncate".into());
+                for t in ["ranged", "rowwise"] {
+                    db.drop_table(t).unwrap();
+                    db.create_table(desc(t, versions, kdc)).unwrap();
+                }
+                written.clear();
+            }
             _ => {}
         }
         if step % 10 == 9 {
+            let ctx = || format!("seed {seed} nvb {nvb} step {step}: {}", log.join("; "));
             let lo = rng.random_range(0..ts);
             let reads = [
                 Scan::new(),
@@ -558,7 +636,7 @@ fn equivalence_sequence(seed: u64) {
                 for s in at {
                     let a = scan(&db, "ranged", s.clone());
                     let b = scan(&db, "rowwise", s.clone());
-                    assert_eq!(a, b, "{ctx} step {step} {s:?}");
+                    assert_eq!(a, b, "{} {s:?}", ctx());
                 }
             }
             for i in 0..40 {
@@ -568,7 +646,8 @@ fn equivalence_sequence(seed: u64) {
                 assert_eq!(
                     render(a.as_slice()),
                     render(b.as_slice()),
-                    "{ctx} step {step} get {i}"
+                    "{} get {i}",
+                    ctx()
                 );
             }
         }
