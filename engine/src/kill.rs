@@ -44,6 +44,8 @@ pub const POINTS: &[&str] = &[
     "table_snapshot.before_rename",
     // Feed slots: the new list written and synced as FEED_SLOTS.part, not renamed.
     "feed_slots.before_rename",
+    // Row-range delete: its record logged (fsynced), its manifest edit not yet logged.
+    "range_delete.after_log",
 ];
 
 /// Mark a kill point (see the module doc). Nothing without the `kill-points` feature.

@@ -141,6 +141,8 @@ pub struct HarnessReport {
     pub feed_batches_checked: u64,
     /// Batches read back through the feed slot after recoveries (summed).
     pub slot_batches_checked: u64,
+    /// Row-range deletes the children saw return (each then held to every row in its range).
+    pub range_deletes_acked: u64,
     /// Invariant violations, described.
     pub violations: Vec<String>,
     /// The WAL backend the children ran.
@@ -172,7 +174,7 @@ impl HarnessReport {
         )?;
         writeln!(
             out,
-            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches, {} feed slot batches",
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches, {} feed slot batches, {} row-range deletes",
             self.acked_checked,
             self.maybe_applied + self.maybe_lost,
             self.maybe_applied,
@@ -181,7 +183,8 @@ impl HarnessReport {
             self.snapshots_checked,
             self.snapshots_deleted,
             self.feed_batches_checked,
-            self.slot_batches_checked
+            self.slot_batches_checked,
+            self.range_deletes_acked
         )?;
         if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
             writeln!(
@@ -321,7 +324,19 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
                     Durability::SyncWal
                 };
                 let opts = WriteOptions::durability(d);
-                if !mine.is_empty() && rng.next_u64() % 100 < 15 {
+                let roll = rng.next_u64() % 100;
+                if i >= 2 && roll < 2 {
+                    // A row-range delete of up to 20 of this writer's latest rows (some
+                    // deleted already): `RB` before, `RA` with its seq once it returned.
+                    let a = i - 1 - rng.next_u64() % i.min(20);
+                    let (s, e) = (writer_key(cycle, w, a), writer_key(cycle, w, i));
+                    say(&format!("RB {s} {e}"));
+                    match t.delete_rows(s.as_bytes(), e.as_bytes()) {
+                        Ok(seq) => say(&format!("RA {s} {e} {seq}")),
+                        Err(err) => say(&format!("F {s} R {err}")),
+                    }
+                    mine.retain(|k| !(s.as_str() <= k.as_str() && k.as_str() < e.as_str()));
+                } else if !mine.is_empty() && roll < 17 {
                     let k = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
                     say(&format!("I {k} D"));
                     match t.delete_with(Delete::new(k.as_str()), opts) {
@@ -329,7 +344,7 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
                         Err(e) => say(&format!("F {k} D {e}")),
                     }
                 } else {
-                    let k = format!("c{cycle:05}-w{w}-{i:06}");
+                    let k = writer_key(cycle, w, i);
                     i += 1;
                     say(&format!("I {k} P"));
                     match t.put_with(row_put(&k), opts) {
@@ -407,6 +422,12 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
     }
     say("DONE");
     0
+}
+
+/// The row key of writer `w`'s `i`-th put in `cycle`: a writer's keys of a cycle are one
+/// contiguous, growing run, so a range of them holds no other writer's rows.
+fn writer_key(cycle: u64, w: u64, i: u64) -> String {
+    format!("c{cycle:05}-w{w}-{i:06}")
 }
 
 /// The table the harness clones each table snapshot into to check it (dropped after).
@@ -681,6 +702,29 @@ impl Harness {
                         snap.required.retain(|r| r != k);
                     }
                 }
+                (Some("RB"), Some(start), Some(stop)) => {
+                    let stop = stop.split(' ').next().unwrap_or(stop);
+                    let in_range = |k: &str| start <= k && k < stop;
+                    for (k, e) in self.expect.iter_mut() {
+                        if in_range(k) {
+                            *e = Expect::MaybeDelete;
+                        }
+                    }
+                    for snap in self.snaps.values_mut().filter(|s| !s.acked) {
+                        snap.required.retain(|r| !in_range(r));
+                    }
+                }
+                (Some("RA"), Some(start), Some(stop)) => {
+                    for (k, e) in self.expect.iter_mut() {
+                        if start <= k.as_str() && k.as_str() < stop {
+                            *e = Expect::Absent;
+                        }
+                    }
+                    if let Some(seq) = parts.next().and_then(|s| s.parse().ok()) {
+                        self.acked_seqs.insert(seq, (start.to_owned(), false));
+                        self.report.range_deletes_acked += 1;
+                    }
+                }
                 (Some("SB"), Some(name), _) => {
                     let required = self
                         .expect
@@ -940,6 +984,41 @@ impl Harness {
         {
             // The schema changes made: the table's creation, and the harness's clones of
             // table snapshots (`SNAPSHOT_CHECK`), each dropped after its check.
+            if let [cellar::SchemaChange::RowsDeleted {
+                table,
+                families,
+                start,
+                stop,
+                ..
+            }] = &b.schema[..]
+            {
+                let (start, stop) = (
+                    String::from_utf8_lossy(start).into_owned(),
+                    String::from_utf8_lossy(stop).into_owned(),
+                );
+                let ours = table.to_string() == TABLE
+                    && families == &["a", "b"]
+                    && b.cells.is_empty()
+                    && start < stop
+                    && self
+                        .acked_seqs
+                        .get(&b.seq)
+                        .is_none_or(|(k, p)| *k == start && !p);
+                if !ours {
+                    return Err(format!(
+                        "change feed: batch {} is not a row-range delete the workload made: {:?}",
+                        b.seq, b.schema
+                    ));
+                }
+                for (k, put) in last.iter_mut() {
+                    if start <= *k && *k < stop {
+                        *put = false;
+                    }
+                }
+                seen.insert(b.seq);
+                self.report.feed_batches_checked += 1;
+                continue;
+            }
             if !b.schema.is_empty() {
                 let created = b.schema.iter().all(|c| match c {
                     cellar::SchemaChange::Table {

@@ -46,6 +46,10 @@ fn every_kill_point_once_and_ten_random_kills() {
         report.slot_batches_checked > 0,
         "no feed slot batch was checked"
     );
+    assert!(
+        report.range_deletes_acked > 0,
+        "no row-range delete was acknowledged"
+    );
     if with_points {
         assert_eq!(
             report.points_never_hit(),

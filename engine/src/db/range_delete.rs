@@ -171,6 +171,7 @@ impl DbInner {
         };
         // From here the delete is logged: an error leaves it to recovery (as a write whose
         // acknowledgement failed may still be replayed).
+        crate::kill_point!("range_delete.after_log");
         let mut m = self.manifest.lock();
         let (man, state) = &mut *m;
         let edit = range_delete_edit(state, &logged, seq);

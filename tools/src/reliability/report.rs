@@ -120,6 +120,8 @@ pub struct Crash {
     pub feed_batches_checked: u64,
     /// Batches read back through the feed slot (its held WAL) after recoveries (summed).
     pub slot_batches_checked: u64,
+    /// Row-range deletes the children saw return, each held to every row of its range.
+    pub range_deletes_acked: u64,
     /// Kill points.
     pub kill_points: KillPoints,
 }
@@ -391,7 +393,7 @@ impl Report {
                 format!(
                     "{} acknowledged writes, {} in flight at a kill ({} applied, {} lost), \
                      {} HFiles verified, {} table snapshots cloned, {} change feed batches, \
-                     {} feed slot batches",
+                     {} feed slot batches, {} row-range deletes",
                     c.acked_checked,
                     c.maybe_applied + c.maybe_lost,
                     c.maybe_applied,
@@ -399,7 +401,8 @@ impl Report {
                     c.files_verified,
                     c.snapshots_checked,
                     c.feed_batches_checked,
-                    c.slot_batches_checked
+                    c.slot_batches_checked,
+                    c.range_deletes_acked
                 ),
             ),
         ];

@@ -128,6 +128,7 @@ pub(super) fn crash(exe: &Path, seed: u64, slice: Duration) -> Result<Crash> {
         snapshots_checked: r.snapshots_checked,
         feed_batches_checked: r.feed_batches_checked,
         slot_batches_checked: r.slot_batches_checked,
+        range_deletes_acked: r.range_deletes_acked,
         kill_points,
     })
 }
