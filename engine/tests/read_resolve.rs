@@ -629,6 +629,7 @@ mod first_cell {
                     seq,
                 })
                 .collect();
+            let deletes = cellar::read::range_index::RangeDeletes::new(deletes);
             let p = ReadParams::new(read_point, now)
                 .columns(columns.as_ref())
                 .max_versions(max_versions)

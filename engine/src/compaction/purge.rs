@@ -86,6 +86,7 @@ use std::time::Duration;
 
 use cellar_format::{CellType, KeyRef};
 
+use crate::read::range_index::RangeDeletes;
 use crate::read::resolve::{ReadParams, RowResolver, Verdict};
 use crate::schema::{FamilyDescriptor, KeepDeletedCells};
 use crate::types::{RangeDelete, SeqNo, Timestamp};
@@ -245,7 +246,7 @@ impl<'a> Purger<'a> {
     /// they cover, each is a DeleteFamily marker that is not among the cells, so rules 3 and 6
     /// drop what it masks and no rule drops it (the manifest holds it; §20.2 says when it
     /// goes).
-    pub fn with_range_deletes(mut self, deletes: &'a [RangeDelete]) -> Self {
+    pub fn with_range_deletes(mut self, deletes: &'a RangeDeletes) -> Self {
         self.resolver = self.resolver.with_range_deletes(deletes);
         self
     }

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::fs::{AppendWriter, File};
 use crate::manifest::{self, VersionEdit, NUM_LEVELS};
 use crate::read::merge::{HFileCellIter, MergeIter};
+use crate::read::range_index::RangeDeletes;
 use crate::schema::FamilyDescriptor;
 use crate::types::{CellIter, FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo};
 
@@ -751,7 +752,8 @@ impl DbInner {
             .filter(|d| range_delete_purgeable(desc, &params, d))
             .map(|d| d.seq)
             .collect();
-        let mut purger = Purger::new(desc, params).with_range_deletes(range_deletes);
+        let index = RangeDeletes::new(range_deletes.to_vec());
+        let mut purger = Purger::new(desc, params).with_range_deletes(&index);
         // The files of the level below the outputs, to align the outputs' boundaries with
         // (compaction::cut). A bottommost output has nothing below it in its range.
         let below = task.output_level as usize + 1;

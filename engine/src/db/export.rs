@@ -195,7 +195,7 @@ impl DbInner {
                         flush_markers(&row, name, &mut pending, None, &mut emit)?;
                         row.clear();
                         row.extend_from_slice(key.row);
-                        pending = covering(&fam.range_deletes, key.row, seq);
+                        pending = covering(fam.range_deletes.list(), key.row, seq);
                     }
                     let coords = &raw[..raw.len().saturating_sub(8)];
                     if key.seq <= seq && (last.is_empty() || last.as_slice() != coords) {

@@ -20,6 +20,7 @@ use crate::error::{Error, Poison, Result};
 use crate::fs::AppendWriter;
 use crate::manifest::{self, VersionEdit};
 use crate::memstore::MemStore;
+use crate::read::range_index::RangeDeletes;
 use crate::types::{CellIter, FileMeta};
 
 /// How long the flush thread waits before retrying a flush that failed for lack of space.
@@ -364,7 +365,8 @@ impl DbInner {
         } = self.create_hfile(mem.family(), number, desc, false)?;
         // Masked puts go here already, as under a stored marker (classic mode); the deletes
         // themselves stay in the manifest.
-        let range_deletes = self.manifest.lock().1.range_deletes(mem.family()).to_vec();
+        let range_deletes =
+            RangeDeletes::new(self.manifest.lock().1.range_deletes(mem.family()).to_vec());
         let mut purger = Purger::new(
             desc,
             PurgeParams::new(smallest_snapshot, last_seq, self.opts.clock.now_ms()),

@@ -1672,7 +1672,7 @@ impl DbInner {
                 .tables
                 .values()
                 .flat_map(|t| &t.families)
-                .map(|f| f.range_deletes.len() as u64)
+                .map(|f| f.range_deletes.list().len() as u64)
                 .sum(),
             wal: self.wal.stats(),
             prefault: crate::prefault::stats(),

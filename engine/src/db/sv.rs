@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 
 use crate::manifest::{ManifestState, Version};
 use crate::memstore::MemStore;
+use crate::read::range_index::RangeDeletes;
 use crate::schema::{FamilyDescriptor, TableDescriptor, TableName};
 use crate::types::{FamilyId, RangeDelete, SeqNo};
 
@@ -23,8 +24,8 @@ pub(crate) struct FamilyMems {
 pub(crate) struct FamilyInfo {
     pub id: FamilyId,
     pub descriptor: FamilyDescriptor,
-    /// The family's row-range deletes, in seq order (each reader filters by its read point).
-    pub range_deletes: Vec<RangeDelete>,
+    /// The family's row-range deletes, indexed (each reader filters by its read point).
+    pub range_deletes: Arc<RangeDeletes>,
 }
 
 /// A family a read covers, with the single column asked for when there is exactly one (a
@@ -81,7 +82,7 @@ impl SuperVersion {
                 .map(|(d, &id)| FamilyInfo {
                     id,
                     descriptor: d.clone(),
-                    range_deletes: state.range_deletes(id).to_vec(),
+                    range_deletes: range_index(state, prev, &entry.descriptor.name, id),
                 })
                 .collect();
             for f in &infos {
@@ -119,7 +120,7 @@ impl SuperVersion {
             .values()
             .flat_map(|t| &t.families)
             .find(|f| f.id == id)
-            .map_or(&[], |f| f.range_deletes.as_slice())
+            .map_or(&[], |f| f.range_deletes.list())
     }
 
     /// Bytes held by all memstores (active and frozen).
@@ -135,5 +136,25 @@ impl SuperVersion {
                 .sum::<usize>();
         }
         (active, frozen)
+    }
+}
+
+/// The index of family `id`'s row-range deletes: the previous super-version's when they did
+/// not change (the usual case: flushes and compactions rebuild the super-version), else built.
+fn range_index(
+    state: &ManifestState,
+    prev: Option<&SuperVersion>,
+    table: &TableName,
+    id: FamilyId,
+) -> Arc<RangeDeletes> {
+    let list = state.range_deletes(id);
+    let old = prev
+        .and_then(|p| p.tables.get(table))
+        .and_then(|t| t.families.iter().find(|f| f.id == id))
+        .map(|f| &f.range_deletes);
+    match old {
+        Some(o) if o.list() == list => o.clone(),
+        _ if list.is_empty() => Arc::new(RangeDeletes::default()),
+        _ => Arc::new(RangeDeletes::new(list.to_vec())),
     }
 }

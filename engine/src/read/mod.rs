@@ -9,6 +9,7 @@
 pub mod filter;
 pub mod merge;
 pub mod query;
+pub mod range_index;
 pub mod resolve;
 pub mod view;
 
