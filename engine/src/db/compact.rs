@@ -34,7 +34,7 @@ use crate::manifest::{self, VersionEdit, NUM_LEVELS};
 use crate::read::merge::{HFileCellIter, MergeIter};
 use crate::read::range_index::RangeDeletes;
 use crate::schema::FamilyDescriptor;
-use crate::types::{CellIter, FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo};
+use crate::types::{CellIter, FamilyId, FileMeta, FileNumber, SeqNo};
 
 /// How long an idle compaction thread sleeps before looking again for time-driven work (TTL,
 /// periodic major compaction) that no flush announces.
@@ -582,9 +582,9 @@ impl DbInner {
             // Dropped since it was picked: its files go with the table.
             return Ok(());
         };
-        drop(sv);
         // The deletes this compaction applies; only these can leave with it.
-        let range_deletes = self.manifest.lock().1.range_deletes(task.family).to_vec();
+        let range_deletes = sv.range_deletes(task.family);
+        drop(sv);
         let (outputs, cells_read, dropped, purge_horizon, spent) = if task.trivial_move {
             let moved = task
                 .input_files()
@@ -729,7 +729,7 @@ impl DbInner {
         &self,
         task: &CompactionTask,
         desc: &FamilyDescriptor,
-        range_deletes: &[RangeDelete],
+        range_deletes: &RangeDeletes,
     ) -> Result<Written> {
         let readers = task
             .input_files()
@@ -748,12 +748,12 @@ impl DbInner {
             .purge_delay(self.opts.compaction.purge_delay);
         // Removable if the install finds the inputs were every file of the family.
         let spent: Vec<SeqNo> = range_deletes
+            .list()
             .iter()
             .filter(|d| range_delete_purgeable(desc, &params, d))
             .map(|d| d.seq)
             .collect();
-        let index = RangeDeletes::new(range_deletes.to_vec());
-        let mut purger = Purger::new(desc, params).with_range_deletes(&index);
+        let mut purger = Purger::new(desc, params).with_range_deletes(range_deletes);
         // The files of the level below the outputs, to align the outputs' boundaries with
         // (compaction::cut). A bottommost output has nothing below it in its range.
         let below = task.output_level as usize + 1;
@@ -1308,7 +1308,7 @@ mod tests {
             last_seq: Some(20),
             range_deletes: vec![(
                 1,
-                RangeDelete {
+                crate::types::RangeDelete {
                     start: b"a".to_vec(),
                     stop: Vec::new(),
                     ts: 5,

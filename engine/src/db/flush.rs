@@ -251,7 +251,9 @@ impl DbInner {
             };
             let number = self.manifest.lock().1.allocate_file_number();
             written.push(manifest::hfile_path(&self.dir, mem.family(), number));
-            let meta = self.write_hfile(mem, desc, number, gen.last_seq, purge_horizon)?;
+            let deletes = sv.range_deletes(mem.family());
+            let meta =
+                self.write_hfile(mem, desc, &deletes, number, gen.last_seq, purge_horizon)?;
             flushed_seq.push((mem.family(), gen.last_seq));
             added.extend(meta);
         }
@@ -354,6 +356,7 @@ impl DbInner {
         &self,
         mem: &MemStore,
         desc: &crate::schema::FamilyDescriptor,
+        range_deletes: &RangeDeletes,
         number: u64,
         last_seq: u64,
         smallest_snapshot: u64,
@@ -365,13 +368,11 @@ impl DbInner {
         } = self.create_hfile(mem.family(), number, desc, false)?;
         // Masked puts go here already, as under a stored marker (classic mode); the deletes
         // themselves stay in the manifest.
-        let range_deletes =
-            RangeDeletes::new(self.manifest.lock().1.range_deletes(mem.family()).to_vec());
         let mut purger = Purger::new(
             desc,
             PurgeParams::new(smallest_snapshot, last_seq, self.opts.clock.now_ms()),
         )
-        .with_range_deletes(&range_deletes);
+        .with_range_deletes(range_deletes);
         let mut it = mem.iter();
         it.seek_to_first()?;
         let mut min_seq = u64::MAX;

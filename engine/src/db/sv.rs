@@ -10,7 +10,7 @@ use crate::manifest::{ManifestState, Version};
 use crate::memstore::MemStore;
 use crate::read::range_index::RangeDeletes;
 use crate::schema::{FamilyDescriptor, TableDescriptor, TableName};
-use crate::types::{FamilyId, RangeDelete, SeqNo};
+use crate::types::{FamilyId, SeqNo};
 
 /// A family's memstores: the active one takes writes; frozen ones (newest first) wait for flush.
 #[derive(Debug, Clone)]
@@ -114,13 +114,14 @@ impl SuperVersion {
         }
     }
 
-    /// The row-range deletes of family `id` (none for an unknown family).
-    pub fn range_deletes(&self, id: FamilyId) -> &[RangeDelete] {
+    /// The indexed row-range deletes of family `id` (empty for an unknown family): what
+    /// flushes and compactions apply, shared with the reads of this super-version.
+    pub fn range_deletes(&self, id: FamilyId) -> Arc<RangeDeletes> {
         self.tables
             .values()
             .flat_map(|t| &t.families)
             .find(|f| f.id == id)
-            .map_or(&[], |f| f.range_deletes.list())
+            .map_or_else(Default::default, |f| f.range_deletes.clone())
     }
 
     /// Bytes held by all memstores (active and frozen).
