@@ -644,6 +644,18 @@ impl Stats {
             int(c.trivial_moves),
         );
         e.one(
+            "cellar_compaction_files_dropped_total",
+            Counter,
+            "Files removed unread because a row-range delete masked every cell in them.",
+            int(c.files_dropped),
+        );
+        e.one(
+            "cellar_compaction_dropped_bytes_total",
+            Counter,
+            "Bytes of the files removed unread under row-range deletes.",
+            int(c.bytes_dropped),
+        );
+        e.one(
             "cellar_compaction_failures_total",
             Counter,
             "Compactions that failed (their inputs kept, retried later).",

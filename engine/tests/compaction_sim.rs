@@ -145,7 +145,7 @@ fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
 impl Sim {
     fn new(sc: Scenario) -> Sim {
         let n = sc.families.len();
-        let policies = sc.families.iter().map(|f| f.policy).collect();
+        let policies = sc.families.iter().map(|f| f.policy.clone()).collect();
         Sim {
             rng: Rng(sc.seed),
             sc,

@@ -15,7 +15,7 @@ pub mod purge;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::types::{FamilyId, FileMeta};
+use crate::types::{FamilyId, FileMeta, RangeDelete, SeqNo};
 
 /// Tunables of compaction and of the write back-pressure that depends on it.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +94,7 @@ impl Default for CompactionOptions {
 }
 
 /// What the picker knows of a family beyond its files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilyPolicy {
     /// The family.
     pub family: FamilyId,
@@ -107,6 +107,13 @@ pub struct FamilyPolicy {
     /// the tombstone trigger leaves last-level files alone (rewriting one would not shrink it,
     /// and the trigger would fire again on the output forever).
     pub keep_deleted_cells: bool,
+    /// The family's row-range deletes that every compaction applies in full now (SPEC.md
+    /// §20.2 rules 3 and 7): classic mode, KEEP_DELETED_CELLS FALSE, written at or below
+    /// `purge_horizon`. The range-delete trigger drops or rewrites the files they cover.
+    pub range_deletes: Arc<[RangeDelete]>,
+    /// The oldest read point any reader may still use (the purger's `smallest_snapshot`):
+    /// only files whose cells are all at or below it are judged whole by a compaction.
+    pub purge_horizon: SeqNo,
 }
 
 impl FamilyPolicy {
@@ -118,6 +125,8 @@ impl FamilyPolicy {
             ttl: None,
             min_versions: 0,
             keep_deleted_cells: false,
+            range_deletes: Arc::from(Vec::new()),
+            purge_horizon: 0,
         }
     }
 }
@@ -131,6 +140,8 @@ pub enum CompactionReason {
     LevelSize,
     /// Files entirely past the family's TTL.
     Ttl,
+    /// Files whose rows lie inside a row-range delete.
+    RangeDelete,
     /// Files dense with delete markers.
     TombstoneDensity,
     /// The periodic major compaction came due.
@@ -148,6 +159,7 @@ impl CompactionReason {
             CompactionReason::Level0FileCount => "l0-file-count",
             CompactionReason::LevelSize => "level-size",
             CompactionReason::Ttl => "ttl",
+            CompactionReason::RangeDelete => "range-delete",
             CompactionReason::TombstoneDensity => "tombstone-density",
             CompactionReason::PeriodicMajor => "periodic-major",
             CompactionReason::Manual => "manual",
@@ -170,6 +182,9 @@ pub struct CompactionTask {
     /// The inputs overlap nothing at `output_level` and need no rewrite: move the file
     /// (one input file, manifest edit only).
     pub trivial_move: bool,
+    /// A row-range delete masks every cell of the inputs for every reader: remove them,
+    /// reading and writing nothing (what a compaction of them would leave: no cell).
+    pub drop_inputs: bool,
     /// No file of the family below `output_level` (nor in it, outside the inputs) overlaps
     /// the inputs' key range: markers and masked cells may be purged (HBase's major
     /// compaction, SPEC.md §20).

@@ -52,13 +52,23 @@
 //!    merge against the next level. Oldest `max_ts` first. A file written after all its cells
 //!    had expired (`created_ms > max_ts + ttl`) is skipped: the compaction that wrote it could have
 //!    dropped them and did not, so rewriting it again would only loop.
-//! 3. **Tombstone density**: a file with `deletes / entries ≥ tombstone_density_trigger` and
+//! 3. **Row-range deletes** (`FamilyPolicy::range_deletes`: classic families with
+//!    KEEP_DELETED_CELLS FALSE, deletes at or below the purge horizon): a file all of whose rows
+//!    lie inside one such delete, whose cells are all at or below the horizon and one at least
+//!    at or below the delete's timestamp. If every cell is at or below it, the file is dropped
+//!    unread (`drop_inputs`, any level): a compaction would keep none of its cells (puts by
+//!    purge rule 3, markers by rule 7). Otherwise, at levels ≥ 1, it is compacted into itself,
+//!    which drops every cell at or below the timestamp, so its output cannot fire again (an L0
+//!    output would land above newer L0 files, so L0 files wait to move down). Drops first, then
+//!    the largest file. RocksDB's `DeleteFilesInRange` does the drop by hand; here the delete
+//!    itself brings it, and files it only partly covers wait for ordinary compactions.
+//! 4. **Tombstone density**: a file with `deletes / entries ≥ tombstone_density_trigger` and
 //!    `entries ≥ tombstone_min_entries` is compacted down one level (L0: an ordinary L0
 //!    compaction), or into itself at the last level, where a bottommost compaction purges the
 //!    markers. Densest first. At the last level only when the family does not keep deleted cells
 //!    and every marker is older than `purge_delay` (`max_ts + purge_delay ≤ now`), so the rewrite
 //!    is guaranteed to remove them and the trigger cannot fire on its own output.
-//! 4. **Periodic major** (HBase `hbase.hregion.majorcompaction`): when the family's oldest file
+//! 5. **Periodic major** (HBase `hbase.hregion.majorcompaction`): when the family's oldest file
 //!    was created longer ago than `periodic_major` ± jitter, every file of the family is compacted
 //!    into the last level ([`pick_major`] with reason `PeriodicMajor`). The jitter is a fixed
 //!    fraction in `[-jitter, +jitter)` derived from the family id (clamped to at most 0.99 so no
@@ -187,11 +197,15 @@ pub fn pick(
     if let Some(t) = pick_ttl(&fams, families, now_ms, busy) {
         return Some(t);
     }
-    // 3. Tombstone density.
+    // 3. Row-range deletes.
+    if let Some(t) = pick_range_deletes(&fams, families, busy) {
+        return Some(t);
+    }
+    // 4. Tombstone density.
     if let Some(t) = pick_tombstones(&fams, families, now_ms, busy) {
         return Some(t);
     }
-    // 4. Periodic major.
+    // 5. Periodic major.
     pick_periodic(version, &fams, opts, now_ms, busy)
 }
 
@@ -247,6 +261,7 @@ pub fn pick_major(
         inputs,
         output_level: LAST_LEVEL as u32,
         trivial_move: false,
+        drop_inputs: false,
         bottommost: true,
         target_file_size: opts.target_file_size,
         reason: CompactionReason::Manual,
@@ -707,6 +722,7 @@ impl<'a> Fam<'a> {
             inputs,
             output_level: output_level as u32,
             trivial_move,
+            drop_inputs: false,
             bottommost,
             target_file_size: self.opts.target_file_size,
             reason,
@@ -772,7 +788,7 @@ fn policy(families: &[FamilyPolicy], id: FamilyId) -> FamilyPolicy {
     families
         .iter()
         .find(|p| p.family == id)
-        .copied()
+        .cloned()
         .unwrap_or_else(|| FamilyPolicy::plain(id))
 }
 
@@ -823,6 +839,66 @@ fn pick_ttl(
         false,
         CompactionReason::Ttl,
     ))
+}
+
+/// Trigger 3 (module docs): the file whose rows lie inside one of the family's
+/// [`FamilyPolicy::range_deletes`], with every cell at or below the purge horizon and some
+/// cell at or below the delete's timestamp. Dropped unread when every cell is (any level),
+/// else rewritten into itself (levels ≥ 1: an L0 output would land above newer L0 files),
+/// which drops every cell at or below the timestamp, so the output cannot fire again.
+/// Drops first, then the largest file; ties by family, level and number.
+fn pick_range_deletes(
+    fams: &[Fam<'_>],
+    families: &[FamilyPolicy],
+    busy: &BTreeSet<FileNumber>,
+) -> Option<CompactionTask> {
+    // (rewrite needed, size descending, family, level, number)
+    type Key = (bool, std::cmp::Reverse<u64>, FamilyId, usize, FileNumber);
+    let mut best: Option<(Key, &Fam<'_>, &Arc<FileMeta>)> = None;
+    for fam in fams {
+        let p = policy(families, fam.id);
+        if p.range_deletes.is_empty() {
+            continue;
+        }
+        for (level, files) in fam.levels.iter().enumerate() {
+            for f in files {
+                if f.max_seq > p.purge_horizon || busy.contains(&f.number) {
+                    continue;
+                }
+                let rows = Rows::of(f);
+                // The newest timestamp among the deletes holding every row of the file.
+                let Some(ts) = p
+                    .range_deletes
+                    .iter()
+                    .filter(|d| d.covers(rows.lo) && d.covers(rows.hi))
+                    .map(|d| d.ts)
+                    .max()
+                else {
+                    continue;
+                };
+                if f.min_ts > ts {
+                    continue;
+                }
+                let drop = f.max_ts <= ts;
+                if !drop && level == 0 {
+                    continue;
+                }
+                let key = (!drop, std::cmp::Reverse(f.size), fam.id, level, f.number);
+                if best.as_ref().is_none_or(|(k, _, _)| key < *k) {
+                    best = Some((key, fam, f));
+                }
+            }
+        }
+    }
+    let ((rewrite, _, _, level, _), fam, f) = best?;
+    let mut t = fam.task(
+        vec![(level as u32, vec![f.clone()])],
+        level,
+        false,
+        CompactionReason::RangeDelete,
+    );
+    t.drop_inputs = !rewrite;
+    Some(t)
 }
 
 fn pick_tombstones(
@@ -1274,30 +1350,106 @@ mod tests {
         old.created_ms = DAY + 1;
         let ver = v(vec![old.clone(), file(6, 6, "c", "d", 100)]);
         let o = opts();
-        let t = pick(&ver, &[p], &o, 3 * DAY, &none()).expect("expired");
+        let t = pick(&ver, std::slice::from_ref(&p), &o, 3 * DAY, &none()).expect("expired");
         assert_eq!(t.reason, CompactionReason::Ttl);
         assert_eq!(numbers(&t), vec![(6, vec![5])]);
         assert_eq!(t.output_level, 6);
         assert!(t.bottommost);
         // Not yet expired; MIN_VERSIONS > 0; busy; no TTL: nothing.
-        assert!(pick(&ver, &[p], &o, 2 * DAY, &none()).is_none());
+        assert!(pick(&ver, std::slice::from_ref(&p), &o, 2 * DAY, &none()).is_none());
         let mv = FamilyPolicy {
             min_versions: 1,
-            ..p
+            ..p.clone()
         };
         assert!(pick(&ver, &[mv], &o, 3 * DAY, &none()).is_none());
-        assert!(pick(&ver, &[p], &o, 3 * DAY, &busy(&[5])).is_none());
+        assert!(pick(&ver, std::slice::from_ref(&p), &o, 3 * DAY, &busy(&[5])).is_none());
         assert!(pick(&ver, &[], &o, 3 * DAY, &none()).is_none());
         // A file written after all its cells expired was already given the chance: skipped.
         let mut kept = old.clone();
         kept.created_ms = 2 * DAY + 1;
-        assert!(pick(&v(vec![kept]), &[p], &o, 3 * DAY, &none()).is_none());
+        assert!(pick(
+            &v(vec![kept]),
+            std::slice::from_ref(&p),
+            &o,
+            3 * DAY,
+            &none()
+        )
+        .is_none());
         // At L1 (above the other files) it is also compacted into itself.
         let mut upper = old;
         upper.level = 5;
         let ver = v(vec![upper, file(6, 6, "a", "d", 100_000)]);
-        let t = pick(&ver, &[p], &o, 3 * DAY, &none()).unwrap();
+        let t = pick(&ver, std::slice::from_ref(&p), &o, 3 * DAY, &none()).unwrap();
         assert_eq!((t.output_level, t.bottommost), (5, false));
+    }
+
+    /// Family 1 with rows `[lo, hi)` deleted at `ts`, seq 500, and the horizon at `horizon`.
+    fn range_deleted(lo: &str, hi: &str, ts: u64, horizon: u64) -> FamilyPolicy {
+        FamilyPolicy {
+            range_deletes: Arc::from(vec![crate::types::RangeDelete {
+                start: lo.as_bytes().to_vec(),
+                stop: hi.as_bytes().to_vec(),
+                ts,
+                seq: 500,
+            }]),
+            purge_horizon: horizon,
+            ..FamilyPolicy::plain(1)
+        }
+    }
+
+    #[test]
+    fn range_deletes_drop_the_files_they_hold_whole_and_rewrite_those_partly_newer() {
+        let o = opts();
+        let now = 11 * DAY;
+        // Rows [c, m) deleted at 10 days: the files "d".."e" (L6) and "f".."g" (L0) lie inside,
+        // "a".."d" and "l".."n" straddle its bounds.
+        let p = range_deleted("c", "m", 10 * DAY, 1000);
+        let ver = v(vec![
+            file(1, 6, "a", "b", 100),
+            file(2, 6, "d", "e", 100),
+            file(3, 6, "l", "n", 100),
+            file(4, 0, "f", "g", 50),
+        ]);
+        let t = pick(&ver, std::slice::from_ref(&p), &o, now, &none()).expect("due");
+        assert_eq!(t.reason, CompactionReason::RangeDelete);
+        // Drops: the largest first.
+        assert_eq!((numbers(&t), t.drop_inputs), (vec![(6, vec![2])], true));
+        let t = pick(&ver, std::slice::from_ref(&p), &o, now, &busy(&[2])).expect("due");
+        assert_eq!((numbers(&t), t.drop_inputs), (vec![(0, vec![4])], true));
+        assert_eq!(t.output_level, 0);
+        assert!(pick(&ver, std::slice::from_ref(&p), &o, now, &busy(&[2, 4])).is_none());
+
+        // A cell newer than the delete: rewritten in place (levels >= 1), so the output holds
+        // only cells above its timestamp and is no candidate again.
+        let mut newer = file(2, 6, "d", "e", 100);
+        newer.max_ts = 10 * DAY + 1;
+        let ver = v(vec![newer.clone()]);
+        let t = pick(&ver, std::slice::from_ref(&p), &o, now, &none()).expect("due");
+        assert_eq!(
+            (numbers(&t), t.drop_inputs, t.output_level),
+            (vec![(6, vec![2])], false, 6)
+        );
+        let mut output = newer.clone();
+        output.min_ts = 10 * DAY + 1;
+        assert!(pick(&v(vec![output]), std::slice::from_ref(&p), &o, now, &none()).is_none());
+        // ... but not at L0, where the output would land above newer files.
+        newer.level = 0;
+        assert!(pick(&v(vec![newer]), std::slice::from_ref(&p), &o, now, &none()).is_none());
+
+        // A cell above the horizon (a snapshot below it, or written since), a file older than
+        // nothing the delete masks, or no delete: nothing.
+        let ver = v(vec![file(2, 6, "d", "e", 100)]);
+        let low = range_deleted("c", "m", 10 * DAY, 28);
+        assert!(pick(&ver, &[low], &o, now, &none()).is_none());
+        let early = range_deleted("c", "m", 0, 1000);
+        let mut late = file(2, 6, "d", "e", 100);
+        late.min_ts = 1;
+        assert!(pick(&v(vec![late]), &[early], &o, now, &none()).is_none());
+        assert!(pick(&ver, &[], &o, now, &none()).is_none());
+        // An empty stop runs to the end of the table.
+        let to_end = range_deleted("c", "", 10 * DAY, 1000);
+        let ver = v(vec![file(3, 6, "l", "n", 100)]);
+        assert!(pick(&ver, &[to_end], &o, now, &none()).is_some_and(|t| t.drop_inputs));
     }
 
     fn dense(mut f: FileMeta) -> FileMeta {
@@ -1418,8 +1570,8 @@ mod tests {
         let mut files: Vec<_> = (1..=3).map(|n| file(n, 0, "a", "z", 10)).collect();
         files.extend(bottom(6, 8, 100));
         let ver = v(files);
-        assert!(pick(&ver, &[p], &o, 11 * DAY, &none()).is_none());
-        assert!(pick(&v(vec![]), &[p], &o, 11 * DAY, &none()).is_none());
+        assert!(pick(&ver, std::slice::from_ref(&p), &o, 11 * DAY, &none()).is_none());
+        assert!(pick(&v(vec![]), std::slice::from_ref(&p), &o, 11 * DAY, &none()).is_none());
         assert!(scores(&ver, 1, &o, &none()).iter().all(|s| *s < 1.0));
     }
 

@@ -61,6 +61,14 @@
 //!    TTL still runs is kept and judged as if absent: it outranks and shadows other cells only
 //!    until it expires, so nothing it hides now may be gone then (classic KEEP_DELETED_CELLS
 //!    FALSE still drops it when masked, as rule 3).
+//! 7. A marker of a classic family with KEEP_DELETED_CELLS FALSE in a row a row-range delete
+//!    covers (SPEC.md §13 rule 8), at or below that delete's timestamp, is dropped at every
+//!    compaction: it masks only cells at or below its own timestamp, and the delete (which
+//!    every reader at `P >= S` sees) masks all of them in classic mode, whatever their seq.
+//!    The delete leaves the manifest only under rules 4 or 5 at a compaction of every file
+//!    of the family ([`range_delete_purgeable`]), where the same rule would drop the marker
+//!    too (its timestamp is at or below the delete's), so no cell reappears for it. This lets
+//!    the picker drop a file the delete covers whole without reading it (§20.1).
 //!
 //! # Choices that differ from a plain reading of HBase
 //! - Deletes are purged only when no snapshot is older than an input cell. HBase drops markers
@@ -395,6 +403,13 @@ impl<'a> Purger<'a> {
             && !self.family.new_version_behavior
             && self.params.purges_deletes()
             && self.old_enough(ts)
+        {
+            return Decision::Drop(DropReason::Marker);
+        }
+        // Rule 7: a row-range delete at or above its timestamp hides all it could mask.
+        if self.family.keep_deleted_cells == KeepDeletedCells::False
+            && !self.family.new_version_behavior
+            && self.resolver.range_delete_covers(ts)
         {
             return Decision::Drop(DropReason::Marker);
         }
@@ -865,5 +880,68 @@ mod tests {
             kept(&classic(), major(), cells),
             ["r2/a@3:Put#2", "r2/a@2:Put#3"]
         );
+    }
+
+    /// `kept` with the family's row-range deletes applied.
+    fn kept_under(
+        f: &FamilyDescriptor,
+        p: PurgeParams,
+        deletes: &RangeDeletes,
+        mut cells: Vec<CellKey>,
+    ) -> Vec<String> {
+        cells.sort();
+        let mut purger = Purger::new(f, p).with_range_deletes(deletes);
+        cells
+            .iter()
+            .filter(|k| purger.push(&k.as_ref()).is_keep())
+            .map(|k| {
+                let k = k.as_ref();
+                format!(
+                    "{}/{}@{}#{}",
+                    String::from_utf8_lossy(k.row),
+                    String::from_utf8_lossy(k.qualifier),
+                    k.timestamp,
+                    k.seq
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn markers_under_a_range_delete_at_or_above_them_go_at_every_compaction() {
+        // Rows [b, d) deleted at ts 50, seq 20.
+        let deletes = RangeDeletes::new(vec![RangeDelete {
+            start: b"b".to_vec(),
+            stop: b"d".to_vec(),
+            ts: 50,
+            seq: 20,
+        }]);
+        let cells = vec![
+            c("a", "q", 40, DeleteColumn, 5), // not covered
+            c("b", "q", 40, DeleteColumn, 5), // covered, below the delete's ts
+            c("b", "q", 30, Put, 4),
+            c("c", "", 60, DeleteFamily, 6), // covered, above the delete's ts
+            c("c", "q", 50, Delete, 30),     // covered, written after the horizon
+            c("c", "r", 50, DeleteFamilyVersion, 25), // covered, exactly at the delete's ts
+            c("d", "q", 40, Delete, 7),      // past the stop row
+        ];
+        // Minor compaction, no snapshot: the horizon is 100 except where said.
+        let p = PurgeParams::new(28, 28, NOW);
+        assert_eq!(
+            kept_under(&classic(), p, &deletes, cells.clone()),
+            ["a/q@40#5", "c/@60#6", "c/q@50#30", "d/q@40#7"]
+        );
+        // A snapshot below the delete: it sees the markers, and the delete masks nothing yet.
+        let before = PurgeParams::new(10, 28, NOW);
+        assert_eq!(
+            kept_under(&classic(), before, &deletes, cells.clone()).len(),
+            cells.len() - 1 // b/q@30 is masked by b's DeleteColumn at every point
+        );
+        // Families that keep deleted cells, or count them, keep their markers.
+        for f in [nvb(), classic().keep_deleted_cells(KeepDeletedCells::True)] {
+            let got = kept_under(&f, p, &deletes, cells.clone());
+            assert!(got.contains(&"b/q@40#5".to_string()), "{got:?}");
+            assert!(got.contains(&"c/r@50#25".to_string()), "{got:?}");
+        }
     }
 }

@@ -109,6 +109,11 @@ pub struct CompactionStats {
     pub trivial_moves: u64,
     /// Compactions that failed (and were retried later).
     pub failures: u64,
+    /// Files removed unread because a row-range delete masked every cell in them (the
+    /// `range-delete` trigger, SPEC.md §20.1), and their bytes.
+    pub files_dropped: u64,
+    /// See `files_dropped`.
+    pub bytes_dropped: u64,
     /// Cells read by compactions.
     pub cells_read: u64,
     /// Cells written by compactions.
@@ -223,21 +228,49 @@ struct Output {
 
 impl DbInner {
     /// What the picker knows of each family, minus those a manual compaction waits for or
-    /// an ingestion holds.
+    /// an ingestion holds. `horizon` is [`DbInner::smallest_snapshot`]: the row-range deletes
+    /// at or below it are the ones compactions apply in full (classic families with
+    /// KEEP_DELETED_CELLS FALSE only: the others keep what a delete masks).
     fn policies(
         sv: &SuperVersion,
         skip: &BTreeSet<FamilyId>,
         held: &BTreeSet<FamilyId>,
+        horizon: SeqNo,
     ) -> Vec<FamilyPolicy> {
+        use crate::schema::KeepDeletedCells;
+        // One pass over the tables (`SuperVersion::range_deletes` searches them per family).
+        let with_deletes: BTreeMap<FamilyId, &RangeDeletes> = sv
+            .tables
+            .values()
+            .flat_map(|t| &t.families)
+            .filter(|f| !f.range_deletes.is_empty())
+            .map(|f| (f.id, &*f.range_deletes))
+            .collect();
         let mut v: Vec<FamilyPolicy> = sv
             .families
             .iter()
             .filter(|(id, _)| !skip.contains(id) && !held.contains(id))
-            .map(|(&family, d)| FamilyPolicy {
-                family,
-                ttl: d.ttl,
-                min_versions: d.min_versions,
-                keep_deleted_cells: d.keep_deleted_cells != crate::schema::KeepDeletedCells::False,
+            .map(|(&family, d)| {
+                let applies =
+                    d.keep_deleted_cells == KeepDeletedCells::False && !d.new_version_behavior;
+                let range_deletes: Arc<[crate::types::RangeDelete]> =
+                    match with_deletes.get(&family) {
+                        Some(list) if applies => list
+                            .list()
+                            .iter()
+                            .filter(|r| r.seq <= horizon)
+                            .cloned()
+                            .collect(),
+                        _ => Arc::from(Vec::new()),
+                    };
+                FamilyPolicy {
+                    family,
+                    ttl: d.ttl,
+                    min_versions: d.min_versions,
+                    keep_deleted_cells: d.keep_deleted_cells != KeepDeletedCells::False,
+                    range_deletes,
+                    purge_horizon: horizon,
+                }
             })
             .collect();
         v.sort_by_key(|p| p.family);
@@ -254,7 +287,8 @@ impl DbInner {
                         return;
                     }
                     let sv = self.sv();
-                    let pols = Self::policies(&sv, &st.manual, &st.ingesting);
+                    let horizon = self.smallest_snapshot();
+                    let pols = Self::policies(&sv, &st.manual, &st.ingesting, horizon);
                     let mut t = picker::pick(
                         &sv.version,
                         &pols,
@@ -499,6 +533,7 @@ impl DbInner {
             inputs: Vec::new(),
             output_level: (NUM_LEVELS - 1) as u32,
             trivial_move: false,
+            drop_inputs: false,
             bottommost: true,
             target_file_size: 0,
             reason: crate::compaction::CompactionReason::Manual,
@@ -585,6 +620,7 @@ impl DbInner {
         // The deletes this compaction applies; only these can leave with it.
         let range_deletes = sv.range_deletes(task.family);
         drop(sv);
+        let mut dropped_unread = false;
         let (outputs, cells_read, dropped, purge_horizon, spent) = if task.trivial_move {
             let moved = task
                 .input_files()
@@ -594,6 +630,9 @@ impl DbInner {
                 })
                 .collect();
             (moved, 0, [0u64; 5], 0, Vec::new())
+        } else if let Some(unread) = self.drop_unread(task, &desc, &range_deletes) {
+            dropped_unread = true;
+            unread
         } else {
             self.write_outputs(task, &desc, &range_deletes)?
         };
@@ -676,6 +715,10 @@ impl DbInner {
             if task.trivial_move {
                 cs.trivial_moves += 1;
             }
+            if dropped_unread {
+                cs.files_dropped += task.input_files().count() as u64;
+                cs.bytes_dropped += task.input_bytes();
+            }
             cs.cells_read += cells_read;
             cs.cells_written += if task.trivial_move { 0 } else { cells_written };
             for (name, n) in DROP_NAMES.iter().zip(dropped) {
@@ -684,7 +727,11 @@ impl DbInner {
             let out = task.output_level as usize;
             for (level, files) in &task.inputs {
                 let bytes: u64 = files.iter().map(|f| f.size).sum();
-                let read = if task.trivial_move { 0 } else { bytes };
+                let read = if task.trivial_move || dropped_unread {
+                    0
+                } else {
+                    bytes
+                };
                 if let Some(l) = cs.levels.get_mut(*level as usize) {
                     l.bytes_read += read;
                 }
@@ -714,6 +761,50 @@ impl DbInner {
             "compacted"
         );
         Ok(())
+    }
+
+    /// A `drop_inputs` task (picker trigger 3): no outputs, nothing read, every input cell
+    /// counted dropped (puts masked, markers as markers; SPEC.md §20.2 rules 3 and 7), and
+    /// the deletes the edit may remove, as [`DbInner::write_outputs`] returns them. `None`
+    /// when the task is not one, or when its inputs are no longer all at or below the oldest
+    /// read point (then the ordinary merge judges them). The picker chose the inputs for a
+    /// delete that covers all their rows and timestamps; the delete is still there, since
+    /// only a compaction of every file of the family removes one, and these are busy.
+    fn drop_unread(
+        &self,
+        task: &CompactionTask,
+        desc: &FamilyDescriptor,
+        range_deletes: &RangeDeletes,
+    ) -> Option<Written> {
+        if !task.drop_inputs {
+            return None;
+        }
+        let smallest_snapshot = self.smallest_snapshot();
+        let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
+        if largest_seq > smallest_snapshot {
+            return None;
+        }
+        let params = PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
+            .bottommost(task.bottommost)
+            .purge_delay(self.opts.compaction.purge_delay);
+        let spent: Vec<SeqNo> = range_deletes
+            .list()
+            .iter()
+            .filter(|d| range_delete_purgeable(desc, &params, d))
+            .map(|d| d.seq)
+            .collect();
+        let mut dropped = [0u64; 5];
+        for f in task.input_files() {
+            let markers = f.deletes.min(f.entries);
+            dropped[drop_index(DropReason::Masked)] += f.entries - markers;
+            dropped[drop_index(DropReason::Marker)] += markers;
+        }
+        tracing::info!(
+            files = task.input_files().count(),
+            bytes = task.input_bytes(),
+            "dropped files a row-range delete masks whole"
+        );
+        Some((Vec::new(), 0, dropped, smallest_snapshot, spent))
     }
 
     fn remove_outputs(&self, outputs: &[FileMeta]) {
@@ -986,7 +1077,8 @@ impl DbInner {
             self.check_poisoned()?;
             let mut st = self.compaction.lock();
             let sv = self.sv();
-            let pols = Self::policies(&sv, &BTreeSet::new(), &st.ingesting);
+            let horizon = self.smallest_snapshot();
+            let pols = Self::policies(&sv, &BTreeSet::new(), &st.ingesting, horizon);
             let due = picker::pick(
                 &sv.version,
                 &pols,
@@ -1157,7 +1249,7 @@ pub(super) fn report(s: &super::Stats) -> String {
         o,
         "Compactions: running {}, by reason [{}], trivial moves {}, failures {}, pending {:.1} MB, \
          files awaiting deletion {}; cells read {}, written {}, dropped [{}]; row-range deletes \
-         live {}",
+         live {}, files they dropped unread {} ({:.1} MB)",
         c.running,
         reasons.join(" "),
         c.trivial_moves,
@@ -1168,6 +1260,8 @@ pub(super) fn report(s: &super::Stats) -> String {
         c.cells_written,
         dropped.join(" "),
         s.range_deletes,
+        c.files_dropped,
+        mb(c.bytes_dropped),
     );
     let _ = writeln!(
         o,
@@ -1327,6 +1421,7 @@ mod tests {
             inputs: vec![(6, files.iter().cloned().map(Arc::new).collect())],
             output_level: 6,
             trivial_move: false,
+            drop_inputs: false,
             bottommost: true,
             target_file_size: 1 << 20,
             reason: CompactionReason::Manual,

@@ -696,6 +696,14 @@ impl<'q> RowResolver<'q> {
         family || family_version || column || version
     }
 
+    /// True when a row-range delete this read sees covers the row of the last cell pushed at
+    /// a timestamp at or above `ts` (SPEC.md §13 rule 8): in classic mode, everything a
+    /// marker at `ts` there could mask, it masks too. Compaction drops such markers (purge
+    /// rule 7).
+    pub fn range_delete_covers(&self, ts: Timestamp) -> bool {
+        !self.range_deletes.is_empty() && self.range_family.newest_write_covering(ts).is_some()
+    }
+
     /// True when `ts` is older than the family's TTL at this read's clock (whatever
     /// MIN_VERSIONS protects). Compaction uses it to age markers and kept deleted cells by the
     /// same cutoff reads use.
