@@ -27,6 +27,8 @@ const FIELDS: &[&str] = &[
     "peak_rss_bytes",
     "db_bytes",
     "settle_seconds",
+    "files_dropped",
+    "bytes_dropped",
     "key_size",
     "value_size",
     "durability",
@@ -48,7 +50,7 @@ fn bench(args: &[&str]) -> Vec<Value> {
 fn every_workload_reports_every_field() {
     let names =
         "fillseq,fillrandom,overwrite,readrandom,readmissing,multireadrandom,seekrandom,readseq,\
-                 readreverse,deleterandom,readwhilewriting,fillsync,ycsb-a,ycsb-b,ycsb-c,\
+                 readreverse,deleterandom,deleterange,compact,readwhilewriting,fillsync,ycsb-a,ycsb-b,ycsb-c,\
                  ycsb-d,ycsb-e,ycsb-f";
     let out = bench(&["--num", "2000", "--benchmarks", names, "--seek-nexts", "10"]);
     let expected: Vec<&str> = names.split(',').collect();
@@ -169,6 +171,37 @@ fn threads_duration_and_text_summary() {
     assert_eq!(out[0]["threads"], 2);
 }
 
+/// deleterange over small files: the range-delete trigger drops the files a delete holds whole
+/// while settling, without reading them; `compact` then reclaims the rest.
+#[test]
+fn deleterange_drops_whole_files_and_compact_reclaims_the_rest() {
+    let out = bench(&[
+        "--num",
+        "20000",
+        "--target-file-size",
+        "64K",
+        "--range-width",
+        "12000",
+        "--deletes",
+        "1",
+        "--benchmarks",
+        "fillseq,compact,deleterange,compact,readseq",
+    ]);
+    // The first compact cuts the flushed file into files of the target size.
+    let (filled, deleted, compacted) = (&out[1], &out[2], &out[3]);
+    assert_eq!(deleted["ops"], 1);
+    assert!(deleted["files_dropped"].as_u64().unwrap() > 0, "{deleted}");
+    let dropped = deleted["bytes_dropped"].as_u64().unwrap();
+    let size = |v: &Value| v["db_bytes"].as_u64().unwrap();
+    assert_eq!(size(deleted), size(filled) - dropped, "{filled} {deleted}");
+    assert_eq!(compacted["ops"], 1);
+    assert_eq!(compacted["files_dropped"], 0);
+    assert!(size(compacted) < size(deleted), "{deleted} {compacted}");
+    // 12000 keys are gone, or every key from a start past 8000.
+    let left = out[4]["ops"].as_u64().unwrap();
+    assert!((8000..20000).contains(&left), "{left}");
+}
+
 #[test]
 fn bad_arguments_exit_2() {
     let d = tempfile::tempdir().unwrap();
@@ -177,6 +210,8 @@ fn bad_arguments_exit_2() {
         &["bench", "--threads", "0"],
         &["bench", "--num", "100000", "--key-size", "3"],
         &["bench", "--duration", "-1"],
+        &["bench", "--benchmarks", "deleterange", "--range-width", "0"],
+        &["bench", "--benchmarks", "deleterange", "--deletes", "0"],
         &[
             "bench",
             "--benchmarks",

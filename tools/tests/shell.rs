@@ -540,6 +540,13 @@ fn status_reports_the_wal() {
         assert!(p["requests"].as_u64().unwrap() >= 1, "{last}");
     }
     assert!(v["report"].as_str().unwrap().contains("Prefault (process)"));
+    // No row-range delete: nothing dropped by one.
+    assert_eq!(v["stats"]["compaction_files_dropped"], 0, "{last}");
+    assert_eq!(v["stats"]["compaction_bytes_dropped"], 0, "{last}");
+    assert!(v["report"]
+        .as_str()
+        .unwrap()
+        .contains("files they dropped unread 0 (0.0 MB)"));
 }
 
 /// `status` counts the cells reads examined and did not return, by cause, in its JSON and

@@ -16,6 +16,11 @@
 //! compactions run, untimed, so the write amplification reported is that of the load (as
 //! `benches/src/bin/writeamp.rs` measures it) and reads that follow see a settled tree.
 //!
+//! `deleterange` writes `--deletes` row-range deletes of `--range-width` keys each; its settling
+//! is the range-delete trigger dropping the files they hold whole (`files_dropped`,
+//! `db_bytes`). `compact` times one major compaction of the table: after `deleterange`, what
+//! reclaiming the rest of the space costs.
+//!
 //! Output: a db_bench line per benchmark and a summary table, or with `--format json` one JSON
 //! object per line per benchmark (fields in [`BenchResult`]; a contract).
 
@@ -41,6 +46,8 @@ pub const DB_BENCH: &[&str] = &[
     "readseq",
     "readreverse",
     "deleterandom",
+    "deleterange",
+    "compact",
     "readwhilewriting",
     "fillsync",
 ];
@@ -96,8 +103,8 @@ pub enum BenchFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Comma-separated benchmarks: fillseq, fillrandom, overwrite, readrandom, readmissing,
-    /// multireadrandom, seekrandom, readseq, readreverse, deleterandom, readwhilewriting,
-    /// fillsync, ycsb-a … ycsb-f.
+    /// multireadrandom, seekrandom, readseq, readreverse, deleterandom, deleterange, compact,
+    /// readwhilewriting, fillsync, ycsb-a … ycsb-f.
     #[arg(
         long,
         value_delimiter = ',',
@@ -131,6 +138,14 @@ pub struct BenchArgs {
     /// Rows read after each seek of `seekrandom` (db_bench's `--seek_nexts`).
     #[arg(long, default_value_t = 100)]
     pub seek_nexts: usize,
+    /// Keys each row-range delete of `deleterange` covers (db_bench's
+    /// `--range_tombstone_width`).
+    #[arg(long, default_value_t = 100)]
+    pub range_width: u64,
+    /// Row-range deletes `deleterange` writes (default: enough to cover a tenth of `--num`
+    /// keys, were they disjoint).
+    #[arg(long)]
+    pub deletes: Option<u64>,
     /// Database directory (default: a temporary one, removed at the end).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -145,12 +160,24 @@ pub struct BenchArgs {
     /// engine's).
     #[arg(long, value_parser = parse_size_arg)]
     pub memory_budget: Option<u64>,
+    /// Size of the files compactions write, e.g. `64M` (db_bench's `--target_file_size_base`;
+    /// default: the engine's).
+    #[arg(long, value_parser = parse_size_arg)]
+    pub target_file_size: Option<u64>,
     /// Seed of the key and value generators.
     #[arg(long, default_value_t = 301)]
     pub seed: u64,
     /// Output shape.
     #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
     pub format: BenchFormat,
+}
+
+impl BenchArgs {
+    /// Operations of `deleterange`.
+    fn deletes(&self) -> u64 {
+        self.deletes
+            .unwrap_or((self.num / self.range_width / 10).max(1))
+    }
 }
 
 fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
@@ -174,6 +201,12 @@ impl BenchArgs {
         }
         if self.num == 0 {
             return bad("--num must be at least 1".into());
+        }
+        if self.range_width == 0 {
+            return bad("--range-width must be at least 1".into());
+        }
+        if self.deletes == Some(0) {
+            return bad("--deletes must be at least 1".into());
         }
         if self.batch_size == 0 || self.batch_size > 1 << 20 {
             return bad("--batch-size must be between 1 and 1048576".into());

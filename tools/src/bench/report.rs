@@ -50,6 +50,11 @@ pub struct BenchResult {
     pub db_bytes: u64,
     /// Seconds spent flushing and compacting after a writing benchmark (untimed).
     pub settle_seconds: f64,
+    /// Files compactions removed unread during the benchmark and its settling because a
+    /// row-range delete masked every cell in them (`deleterange`), and their bytes.
+    pub files_dropped: u64,
+    /// See `files_dropped`.
+    pub bytes_dropped: u64,
     /// `--key-size`.
     pub key_size: usize,
     /// `--value-size`.
@@ -62,6 +67,11 @@ pub struct BenchResult {
 pub fn line(r: &BenchResult) -> String {
     let found = match r.found {
         Some(f) => format!(" ({f} of {} found)", r.ops),
+        None if r.files_dropped > 0 => format!(
+            " ({} files, {} dropped unread)",
+            r.files_dropped,
+            human_size(r.bytes_dropped)
+        ),
         None => String::new(),
     };
     format!(

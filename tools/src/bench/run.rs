@@ -29,6 +29,10 @@ enum Kind {
     Overwrite,
     FillSync,
     DeleteRandom,
+    /// `--deletes` row-range deletes of `--range-width` keys at random places.
+    DeleteRange,
+    /// One major compaction of the table, timed (db_bench's `compact`).
+    Compact,
     ReadRandom,
     ReadMissing,
     /// readrandom's keys, read `--batch-size` at a time with `Table::get_many_view`.
@@ -49,6 +53,8 @@ impl Kind {
             "overwrite" => Kind::Overwrite,
             "fillsync" => Kind::FillSync,
             "deleterandom" => Kind::DeleteRandom,
+            "deleterange" => Kind::DeleteRange,
+            "compact" => Kind::Compact,
             "readrandom" => Kind::ReadRandom,
             "readmissing" => Kind::ReadMissing,
             "multireadrandom" => Kind::MultiReadRandom,
@@ -90,6 +96,8 @@ impl Kind {
                 | Kind::Overwrite
                 | Kind::FillSync
                 | Kind::DeleteRandom
+                | Kind::DeleteRange
+                | Kind::Compact
         )
     }
 }
@@ -97,6 +105,7 @@ impl Kind {
 /// State shared by the threads of one benchmark.
 struct Shared<'a> {
     args: &'a BenchArgs,
+    db: &'a Db,
     table: Table,
     keys: Keys,
     values: Values,
@@ -194,8 +203,11 @@ fn worker(kind: Kind, tid: usize, total: u64, s: &Shared<'_>) -> Result<ThreadOu
         found: 0,
     };
     let mut rng = Rng::new(a.seed ^ s.salt ^ (tid as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
-    let (start, n) = share(total, a.threads, tid, a.duration.is_some());
+    // One major compaction, whatever `--duration` says.
+    let timed = a.duration.is_some() && kind != Kind::Compact;
+    let (start, n) = share(total, a.threads, tid, timed);
     let mut key = Vec::with_capacity(a.key_size + 1);
+    let mut stop = Vec::new();
     let mut pending = 0u64;
     if matches!(kind, Kind::ReadSeq | Kind::ReadReverse) {
         return scan_worker(kind, n, s, out);
@@ -223,6 +235,20 @@ fn worker(kind: Kind, tid: usize, total: u64, s: &Shared<'_>) -> Result<ThreadOu
                 s.table.delete_with(Delete::new(&key[..]), s.wopts)?;
                 out.bytes += key.len() as u64;
             }
+            Kind::DeleteRange => {
+                let first = rng.below(a.num);
+                s.keys.fill(first, &mut key);
+                // Up to the end of the keys when the range runs past them (an empty stop row).
+                let end = first.saturating_add(a.range_width);
+                if end < a.num {
+                    s.keys.fill(end, &mut stop);
+                } else {
+                    stop.clear();
+                }
+                s.table.delete_rows(&key, &stop)?;
+                out.bytes += (key.len() + stop.len()) as u64;
+            }
+            Kind::Compact => s.db.major_compact(TABLE, None)?,
             Kind::ReadRandom | Kind::ReadWhileWriting => {
                 s.keys.fill(rng.below(a.num), &mut key);
                 let (f, b) = s.get(&key)?;
@@ -516,6 +542,14 @@ impl Runner<'_> {
             peak_rss_bytes: report::peak_rss(),
             db_bytes: live_bytes(&after),
             settle_seconds,
+            files_dropped: after
+                .compaction
+                .files_dropped
+                .saturating_sub(before.compaction.files_dropped),
+            bytes_dropped: after
+                .compaction
+                .bytes_dropped
+                .saturating_sub(before.compaction.bytes_dropped),
             key_size: a.key_size,
             value_size: a.value_size,
             durability: if kind == Kind::FillSync {
@@ -550,6 +584,8 @@ impl Runner<'_> {
         let total = match kind {
             // fsync per put: a hundredth of the keys (db_bench takes a thousandth).
             Kind::FillSync => (a.num / 100).max(1),
+            Kind::DeleteRange => a.deletes(),
+            Kind::Compact => 1,
             k if k.writes() && !matches!(k, Kind::ReadWhileWriting | Kind::Ycsb(_)) => a.num,
             _ => a.reads.unwrap_or(a.num),
         };
@@ -567,6 +603,7 @@ impl Runner<'_> {
         let bar_len = if a.duration.is_some() { 0 } else { total };
         let shared = Shared {
             args: a,
+            db: &self.db,
             table,
             keys: Keys::new(a.key_size),
             values: Values::new(a.value_size, a.seed),
@@ -631,6 +668,10 @@ fn open(dir: &Path, a: &BenchArgs) -> Result<Db> {
     let mut opts = Options::default();
     if let Some(b) = a.memory_budget {
         opts = opts.memory_budget(usize::try_from(b).unwrap_or(usize::MAX));
+    }
+    if let Some(t) = a.target_file_size {
+        opts.compaction.target_file_size = t;
+        opts.compaction.max_compaction_bytes = t.saturating_mul(25);
     }
     Ok(Db::open(dir, opts)?)
 }

@@ -762,6 +762,8 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
         "space_amplification": s.space_amplification(),
         "compactions_running": s.compaction.running,
         "compaction_pending_bytes": s.compaction.pending_bytes,
+        "compaction_files_dropped": s.compaction.files_dropped,
+        "compaction_bytes_dropped": s.compaction.bytes_dropped,
         "levels": levels,
         "wal": {
             "device": s.wal.backend.to_string(),
