@@ -60,6 +60,12 @@ pub struct FileMeta {
     /// CRC-32C of the whole file, as its writer computed it (`None` for files written before
     /// the manifest recorded it): backups copy and check files by it.
     pub crc: Option<u32>,
+    /// Every cell a row-range delete of the family with seq at or below this masks is absent
+    /// from the file (0: not known). A compaction of a classic family with KEEP_DELETED_CELLS
+    /// FALSE sets it on its outputs (SPEC.md §17.3 `file_range_clean`); the range-delete
+    /// trigger rewrites a file the deletes partly cover only for deletes above it, so a
+    /// rewritten file is not picked again.
+    pub range_clean: SeqNo,
 }
 
 /// A row-range delete of one family (SPEC.md §13 rule 8): to every row in `[start, stop)`

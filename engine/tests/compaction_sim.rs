@@ -214,6 +214,7 @@ impl Sim {
             deletes: 0,
             created_ms: self.now,
             crc: None,
+            range_clean: 0,
         }
     }
 

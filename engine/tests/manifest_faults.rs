@@ -56,6 +56,7 @@ fn add_file(s: &mut ManifestState) -> VersionEdit {
             deletes: 0,
             created_ms: 0,
             crc: None,
+            range_clean: 0,
         }],
         last_seq: Some(n),
         ..Default::default()

@@ -46,6 +46,7 @@ fn file(number: u64, family: u32, level: u32) -> FileMeta {
         deletes: 1,
         created_ms: 5,
         crc: None,
+        range_clean: 0,
     }
 }
 

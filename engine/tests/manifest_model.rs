@@ -92,6 +92,7 @@ fn file(number: u64, family: u32, level: u32, seq: u64) -> FileMeta {
         deletes: 0,
         created_ms: number,
         crc: None,
+        range_clean: 0,
     }
 }
 

@@ -590,6 +590,66 @@ fn files_with_cells_newer_than_it_are_rewritten_without_what_it_masks() {
 }
 
 #[test]
+fn files_it_cuts_are_rewritten_when_it_covers_most_of_them_and_then_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts();
+    // A few rows a file: the delete's ends cut files.
+    o.compaction.target_file_size = 4000;
+    let db = open(dir.path(), o.clone());
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("a").block_size(1024)))
+        .unwrap();
+    fill_small(&db, 40, 100, None);
+    let files = last_level_files(&db);
+    assert!((8..30).contains(&files), "{files} files");
+    let raw = |db: &Db| scan(db, "t", Scan::new().raw()).len();
+    assert_eq!(raw(&db), 40);
+    let runs = range_delete_compactions(&db);
+    // Rows r05..r34: the files inside go unread; of the two it cuts, those it covers for at
+    // least half their bytes are rewritten without the rows it masks.
+    db.table("t").unwrap().delete_rows(b"r05", b"r35").unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats().compaction;
+    let rewrites = range_delete_compactions(&db) - runs - s.files_dropped;
+    assert!(s.files_dropped > 0, "{s:?}");
+    assert!(rewrites > 0, "{s:?}");
+    let mut live: Vec<u32> = (0..5).collect();
+    live.extend(35..40);
+    assert_eq!(rows_of(&db, "t"), names(&live));
+    // Each cut file was three quarters covered (a cell a block, so the estimate is exact):
+    // only the live rows are still stored.
+    assert_eq!(raw(&db), 10);
+    // Rewritten files record what they were cleaned of: no second rewrite, nor after a
+    // reopen (the manifest keeps it).
+    db.wait_for_compactions().unwrap();
+    assert_eq!(
+        range_delete_compactions(&db) - runs,
+        s.files_dropped + rewrites
+    );
+    drop(db);
+    let db = open(dir.path(), o.clone());
+    db.wait_for_compactions().unwrap();
+    assert_eq!(
+        range_delete_compactions(&db),
+        0,
+        "reopened: nothing left to do"
+    );
+    assert_eq!(raw(&db), 10);
+    // A delete covering a quarter of a file leaves it, under the default ratio (0.5)...
+    db.table("t").unwrap().delete_rows(b"r01", b"r02").unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_eq!(range_delete_compactions(&db), 0);
+    assert_eq!(raw(&db), 10);
+    drop(db);
+    // ... and not under a lower one.
+    o.compaction.range_delete_rewrite_ratio = 0.2;
+    let db = open(dir.path(), o);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(range_delete_compactions(&db), 1);
+    assert_eq!(raw(&db), 9);
+    assert_eq!(rows_of(&db, "t"), names(&[0, 2, 3, 4, 35, 36, 37, 38, 39]));
+}
+
+#[test]
 fn a_reader_older_than_it_holds_the_files_until_it_lets_go() {
     let dir = tempfile::tempdir().unwrap();
     let db = small_files(dir.path(), |f| f);

@@ -172,7 +172,8 @@ fn threads_duration_and_text_summary() {
 }
 
 /// deleterange over small files: the range-delete trigger drops the files a delete holds whole
-/// while settling, without reading them; `compact` then reclaims the rest.
+/// while settling, without reading them (and rewrites those it cuts for half or more);
+/// `compact` then reclaims the rest.
 #[test]
 fn deleterange_drops_whole_files_and_compact_reclaims_the_rest() {
     let out = bench(&[
@@ -193,10 +194,14 @@ fn deleterange_drops_whole_files_and_compact_reclaims_the_rest() {
     assert!(deleted["files_dropped"].as_u64().unwrap() > 0, "{deleted}");
     let dropped = deleted["bytes_dropped"].as_u64().unwrap();
     let size = |v: &Value| v["db_bytes"].as_u64().unwrap();
-    assert_eq!(size(deleted), size(filled) - dropped, "{filled} {deleted}");
+    // The files the delete cuts may be rewritten too (when it covers half of one or more).
+    assert!(
+        size(deleted) <= size(filled) - dropped,
+        "{filled} {deleted}"
+    );
     assert_eq!(compacted["ops"], 1);
     assert_eq!(compacted["files_dropped"], 0);
-    assert!(size(compacted) < size(deleted), "{deleted} {compacted}");
+    assert!(size(compacted) <= size(deleted), "{deleted} {compacted}");
     // 12000 keys are gone, or every key from a start past 8000.
     let left = out[4]["ops"].as_u64().unwrap();
     assert!((8000..20000).contains(&left), "{left}");

@@ -190,6 +190,7 @@ mod tests {
             deletes: 0,
             created_ms: 0,
             crc: None,
+            range_clean: 0,
         })
     }
 

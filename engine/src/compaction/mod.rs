@@ -15,7 +15,7 @@ pub mod purge;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::types::{FamilyId, FileMeta, RangeDelete, SeqNo};
+use crate::types::{FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo};
 
 /// Tunables of compaction and of the write back-pressure that depends on it.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,10 @@ pub struct CompactionOptions {
     /// Files with at least this many cells count for the tombstone trigger (default 1000), so
     /// a tiny file of a few deletes does not churn.
     pub tombstone_min_entries: u64,
+    /// A last-level or lower file whose data a row-range delete covers for at least this
+    /// fraction (estimated from its index) is rewritten into its own level, dropping what
+    /// the delete masks (default 0.5; SPEC.md §20.1 step 3). Above 1, never.
+    pub range_delete_rewrite_ratio: f64,
     /// Background compaction threads (default 1).
     pub threads: usize,
     /// Compaction I/O limit in bytes per second (reads and writes); `None` is unlimited.
@@ -84,6 +88,7 @@ impl Default for CompactionOptions {
             periodic_major_jitter: 0.5,
             tombstone_density_trigger: 0.5,
             tombstone_min_entries: 1000,
+            range_delete_rewrite_ratio: 0.5,
             threads: 1,
             rate_limit_bytes_per_sec: None,
             purge_delay: Duration::ZERO,
@@ -114,6 +119,11 @@ pub struct FamilyPolicy {
     /// The oldest read point any reader may still use (the purger's `smallest_snapshot`):
     /// only files whose cells are all at or below it are judged whole by a compaction.
     pub purge_horizon: SeqNo,
+    /// Files of the family, at L1..L6 with `max_seq ≤ purge_horizon`, that `range_deletes`
+    /// above their `range_clean` cut (cover part of their rows), with the bytes of their data
+    /// those deletes cover, estimated from the files' indexes: `(file number, bytes)`. The
+    /// picker cannot read indexes, so the database computes this.
+    pub partly_covered: Arc<[(FileNumber, u64)]>,
 }
 
 impl FamilyPolicy {
@@ -127,6 +137,7 @@ impl FamilyPolicy {
             keep_deleted_cells: false,
             range_deletes: Arc::from(Vec::new()),
             purge_horizon: 0,
+            partly_covered: Arc::from(Vec::new()),
         }
     }
 }

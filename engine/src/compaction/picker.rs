@@ -61,7 +61,12 @@
 //!    which drops every cell at or below the timestamp, so its output cannot fire again (an L0
 //!    output would land above newer L0 files, so L0 files wait to move down). Drops first, then
 //!    the largest file. RocksDB's `DeleteFilesInRange` does the drop by hand; here the delete
-//!    itself brings it, and files it only partly covers wait for ordinary compactions.
+//!    itself brings it. Then a file at levels ≥ 1 that such deletes *cut* (cover part of its
+//!    rows), when the bytes they cover (`FamilyPolicy::partly_covered`, estimated by the
+//!    database from the file's index, counting only deletes above the file's `range_clean`)
+//!    reach `range_delete_rewrite_ratio` of its size: compacted into itself, largest share
+//!    first. Its outputs record the horizon they were cleaned at (`range_clean`), so the same
+//!    deletes never pick them again.
 //! 4. **Tombstone density**: a file with `deletes / entries ≥ tombstone_density_trigger` and
 //!    `entries ≥ tombstone_min_entries` is compacted down one level (L0: an ordinary L0
 //!    compaction), or into itself at the last level, where a bottommost compaction purges the
@@ -852,14 +857,16 @@ fn pick_range_deletes(
     families: &[FamilyPolicy],
     busy: &BTreeSet<FileNumber>,
 ) -> Option<CompactionTask> {
-    // (rewrite needed, size descending, family, level, number)
-    type Key = (bool, std::cmp::Reverse<u64>, FamilyId, usize, FileNumber);
+    // (0 drop, 1 rewrite of a file held whole, 2 of a file cut; bytes to go descending;
+    // family, level, number)
+    type Key = (u8, std::cmp::Reverse<u64>, FamilyId, usize, FileNumber);
     let mut best: Option<(Key, &Fam<'_>, &Arc<FileMeta>)> = None;
     for fam in fams {
         let p = policy(families, fam.id);
         if p.range_deletes.is_empty() {
             continue;
         }
+        let ratio = fam.opts.range_delete_rewrite_ratio;
         for (level, files) in fam.levels.iter().enumerate() {
             for f in files {
                 if f.max_seq > p.purge_horizon || busy.contains(&f.number) {
@@ -867,30 +874,42 @@ fn pick_range_deletes(
                 }
                 let rows = Rows::of(f);
                 // The newest timestamp among the deletes holding every row of the file.
-                let Some(ts) = p
+                let whole = p
                     .range_deletes
                     .iter()
                     .filter(|d| d.covers(rows.lo) && d.covers(rows.hi))
                     .map(|d| d.ts)
-                    .max()
-                else {
-                    continue;
+                    .max();
+                let key = match whole {
+                    Some(ts) if f.min_ts <= ts && (f.max_ts <= ts || level > 0) => {
+                        let drop = f.max_ts <= ts;
+                        (u8::from(!drop), std::cmp::Reverse(f.size))
+                    }
+                    _ if level > 0 => {
+                        // Cut by deletes: rewritten when they cover enough of it.
+                        let Some(&(_, covered)) =
+                            p.partly_covered.iter().find(|(n, _)| *n == f.number)
+                        else {
+                            continue;
+                        };
+                        // NaN never passes.
+                        let enough = covered as f64 >= ratio * f.size as f64;
+                        if !enough || covered == 0 {
+                            continue;
+                        }
+                        (2, std::cmp::Reverse(covered))
+                    }
+                    _ => continue,
                 };
-                if f.min_ts > ts {
-                    continue;
-                }
-                let drop = f.max_ts <= ts;
-                if !drop && level == 0 {
-                    continue;
-                }
-                let key = (!drop, std::cmp::Reverse(f.size), fam.id, level, f.number);
+                let key = (key.0, key.1, fam.id, level, f.number);
                 if best.as_ref().is_none_or(|(k, _, _)| key < *k) {
                     best = Some((key, fam, f));
                 }
             }
         }
     }
-    let ((rewrite, _, _, level, _), fam, f) = best?;
+    let ((class, _, _, level, _), fam, f) = best?;
+    let rewrite = class > 0;
     let mut t = fam.task(
         vec![(level as u32, vec![f.clone()])],
         level,
@@ -1040,6 +1059,7 @@ mod tests {
             deletes: 0,
             created_ms: 10 * DAY,
             crc: None,
+            range_clean: 0,
         }
     }
 
@@ -1450,6 +1470,56 @@ mod tests {
         let to_end = range_deleted("c", "", 10 * DAY, 1000);
         let ver = v(vec![file(3, 6, "l", "n", 100)]);
         assert!(pick(&ver, &[to_end], &o, now, &none()).is_some_and(|t| t.drop_inputs));
+    }
+
+    #[test]
+    fn files_a_range_delete_cuts_are_rewritten_by_the_share_it_covers() {
+        let o = opts();
+        let now = 11 * DAY;
+        // File 3 ("l".."n") is cut by the delete of [c, m); the database estimated what the
+        // delete covers of it (`partly_covered`).
+        let ver = v(vec![file(2, 6, "d", "e", 100), file(3, 6, "l", "n", 100)]);
+        let cut = |covered: u64| FamilyPolicy {
+            partly_covered: Arc::from(vec![(3, covered)]),
+            ..range_deleted("c", "m", 10 * DAY, 1000)
+        };
+        // Drops come first, then rewrites of files cut for at least the ratio of their size.
+        let t = pick(&ver, &[cut(60)], &o, now, &none()).expect("due");
+        assert_eq!((numbers(&t), t.drop_inputs), (vec![(6, vec![2])], true));
+        let t = pick(&ver, &[cut(60)], &o, now, &busy(&[2])).expect("due");
+        assert_eq!(t.reason, CompactionReason::RangeDelete);
+        assert_eq!(
+            (numbers(&t), t.drop_inputs, t.output_level),
+            (vec![(6, vec![3])], false, 6)
+        );
+        assert!(pick(&ver, &[cut(49)], &o, now, &busy(&[2])).is_none());
+        assert!(pick(&ver, &[cut(60)], &o, now, &busy(&[2, 3])).is_none());
+        let never = CompactionOptions {
+            range_delete_rewrite_ratio: f64::NAN,
+            ..opts()
+        };
+        assert!(pick(&ver, &[cut(100)], &never, now, &busy(&[2])).is_none());
+        // Not at L0 (the output would land above newer files), nor a file above the horizon.
+        let mut l0 = file(3, 0, "l", "n", 100);
+        assert!(pick(&v(vec![l0.clone()]), &[cut(100)], &o, now, &none()).is_none());
+        l0.level = 6;
+        l0.max_seq = 1001;
+        assert!(pick(&v(vec![l0]), &[cut(100)], &o, now, &none()).is_none());
+        // The largest share first.
+        let ver = v(vec![file(3, 6, "l", "n", 100), file(4, 6, "o", "p", 100)]);
+        let both = FamilyPolicy {
+            partly_covered: Arc::from(vec![(3, 60), (4, 90)]),
+            ..range_deleted("c", "", 10 * DAY, 1000)
+        };
+        let t = pick(&ver, &[both], &o, now, &none()).expect("due");
+        assert!(t.drop_inputs, "a delete to the end holds both whole: {t:?}");
+        let both = FamilyPolicy {
+            partly_covered: Arc::from(vec![(3, 60), (4, 90)]),
+            ..range_deleted("c", "m", 10 * DAY, 1000)
+        };
+        let ver = v(vec![file(3, 6, "l", "n", 100), file(4, 6, "a", "d", 100)]);
+        let t = pick(&ver, &[both], &o, now, &none()).expect("due");
+        assert_eq!(numbers(&t), vec![(6, vec![4])]);
     }
 
     fn dense(mut f: FileMeta) -> FileMeta {

@@ -62,7 +62,13 @@ pub(super) struct CompactState {
     graveyard: Graveyard<Arc<FileMeta>>,
     /// Running tasks.
     running: usize,
+    /// Estimates of what row-range deletes cover of the files they cut.
+    cover: CoverCache,
 }
+
+/// File number → (fingerprint of the deletes that cut it, bytes they cover): see
+/// [`DbInner::partly_covered`].
+type CoverCache = std::collections::HashMap<FileNumber, (u64, u64)>;
 
 /// Counters of one level, as compaction sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -232,10 +238,12 @@ impl DbInner {
     /// at or below it are the ones compactions apply in full (classic families with
     /// KEEP_DELETED_CELLS FALSE only: the others keep what a delete masks).
     fn policies(
+        &self,
         sv: &SuperVersion,
         skip: &BTreeSet<FamilyId>,
         held: &BTreeSet<FamilyId>,
         horizon: SeqNo,
+        cover: &mut CoverCache,
     ) -> Vec<FamilyPolicy> {
         use crate::schema::KeepDeletedCells;
         // One pass over the tables (`SuperVersion::range_deletes` searches them per family).
@@ -246,16 +254,15 @@ impl DbInner {
             .filter(|f| !f.range_deletes.is_empty())
             .map(|f| (f.id, &*f.range_deletes))
             .collect();
+        let mut seen = BTreeSet::new();
         let mut v: Vec<FamilyPolicy> = sv
             .families
             .iter()
             .filter(|(id, _)| !skip.contains(id) && !held.contains(id))
             .map(|(&family, d)| {
-                let applies =
-                    d.keep_deleted_cells == KeepDeletedCells::False && !d.new_version_behavior;
                 let range_deletes: Arc<[crate::types::RangeDelete]> =
                     match with_deletes.get(&family) {
-                        Some(list) if applies => list
+                        Some(list) if applies_range_deletes(d) => list
                             .list()
                             .iter()
                             .filter(|r| r.seq <= horizon)
@@ -263,6 +270,8 @@ impl DbInner {
                             .collect(),
                         _ => Arc::from(Vec::new()),
                     };
+                let partly_covered =
+                    self.partly_covered(sv, family, &range_deletes, horizon, cover, &mut seen);
                 FamilyPolicy {
                     family,
                     ttl: d.ttl,
@@ -270,11 +279,129 @@ impl DbInner {
                     keep_deleted_cells: d.keep_deleted_cells != KeepDeletedCells::False,
                     range_deletes,
                     purge_horizon: horizon,
+                    partly_covered,
                 }
             })
             .collect();
+        // Forget the files no longer cut (compacted away, or their deletes gone).
+        cover.retain(|n, _| seen.contains(n));
         v.sort_by_key(|p| p.family);
         v
+    }
+
+    /// [`FamilyPolicy::partly_covered`] of one family: its L1..L6 files at or below the
+    /// horizon that the `ripe` deletes above their `range_clean`, and at or after their
+    /// oldest cell, overlap without one of them holding the file whole; with the bytes of
+    /// data the union of those deletes covers, from the index as [`Table::estimate_range`]
+    /// finds it (a block's size per end). Estimates are kept in `cover` while the deletes
+    /// that cut a file stay the same; a file whose index cannot be read is left out (the
+    /// reads that need it report the error).
+    ///
+    /// [`Table::estimate_range`]: crate::Table::estimate_range
+    fn partly_covered(
+        &self,
+        sv: &SuperVersion,
+        family: FamilyId,
+        ripe: &[crate::types::RangeDelete],
+        horizon: SeqNo,
+        cover: &mut CoverCache,
+        seen: &mut BTreeSet<FileNumber>,
+    ) -> Arc<[(FileNumber, u64)]> {
+        let Some(levels) = sv.version.levels(family) else {
+            return Arc::from(Vec::new());
+        };
+        if ripe.is_empty() {
+            return Arc::from(Vec::new());
+        }
+        let mut out = Vec::new();
+        for f in levels.iter().skip(1).flatten() {
+            if f.max_seq > horizon {
+                continue;
+            }
+            let rows = crate::compaction::picker::Rows::of(f);
+            let mut cut: Vec<&crate::types::RangeDelete> = ripe
+                .iter()
+                .filter(|d| {
+                    d.seq > f.range_clean
+                        && d.ts >= f.min_ts
+                        && d.start.as_slice() <= rows.hi
+                        && (d.stop.is_empty() || d.stop.as_slice() > rows.lo)
+                })
+                .collect();
+            if cut.is_empty() || cut.iter().any(|d| d.covers(rows.lo) && d.covers(rows.hi)) {
+                continue;
+            }
+            cut.sort_by(|a, b| a.start.cmp(&b.start));
+            let fingerprint = cut.iter().fold(cut.len() as u64, |h, d| {
+                h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(d.seq)
+            });
+            seen.insert(f.number);
+            let bytes = match cover.get(&f.number) {
+                Some(&(fp, bytes)) if fp == fingerprint => bytes,
+                _ => match self.covered_bytes(f, &cut) {
+                    Ok(bytes) => {
+                        cover.insert(f.number, (fingerprint, bytes));
+                        bytes
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = f.number, error = %e, "estimating what row-range deletes cover");
+                        continue;
+                    }
+                },
+            };
+            out.push((f.number, bytes));
+        }
+        Arc::from(out)
+    }
+
+    /// The bytes of `f` in the union of the ranges of `cut` (sorted by start), its data
+    /// region's share applied to the whole file.
+    fn covered_bytes(&self, f: &FileMeta, cut: &[&crate::types::RangeDelete]) -> Result<u64> {
+        use cellar_format::cell::CellKey;
+        use cellar_format::KeyRef;
+        let r = self.reader(f.family, f.number)?;
+        let end = r.data_blocks_end()?;
+        let offset = |at: &[u8]| -> Result<u64> {
+            let key = CellKey::first_on_row(at).encode();
+            let key = KeyRef::parse(&key).map_err(|m| Error::Corruption {
+                file: manifest::hfile_path(&self.dir, f.family, f.number),
+                offset: 0,
+                what: format!("a range delete's bound does not make a key: {m}"),
+            })?;
+            Ok(r.data_block_for(&key)?.map_or(end, |h| h.offset))
+        };
+        // Merge the ranges, then add up each piece's blocks.
+        let mut part = 0u64;
+        let mut piece: Option<(&[u8], &[u8])> = None;
+        let mut add = |(a, b): (&[u8], &[u8])| -> Result<()> {
+            let from = offset(a)?;
+            let to = if b.is_empty() { end } else { offset(b)? };
+            part += to.saturating_sub(from);
+            Ok(())
+        };
+        for d in cut {
+            piece = match piece {
+                // Overlapping or touching: one piece (an empty stop runs to the end).
+                Some((a, b)) if b.is_empty() || d.start.as_slice() <= b => {
+                    let stop = if b.is_empty() || d.stop.is_empty() {
+                        &[][..]
+                    } else {
+                        b.max(d.stop.as_slice())
+                    };
+                    Some((a, stop))
+                }
+                Some(done) => {
+                    add(done)?;
+                    Some((d.start.as_slice(), d.stop.as_slice()))
+                }
+                None => Some((d.start.as_slice(), d.stop.as_slice())),
+            };
+        }
+        if let Some(done) = piece {
+            add(done)?;
+        }
+        let share = u128::from(f.size) * u128::from(part.min(end)) / u128::from(end.max(1));
+        Ok(share as u64)
     }
 
     /// A compaction thread: pick, run, repeat, until shutdown or poisoning.
@@ -288,7 +415,10 @@ impl DbInner {
                     }
                     let sv = self.sv();
                     let horizon = self.smallest_snapshot();
-                    let pols = Self::policies(&sv, &st.manual, &st.ingesting, horizon);
+                    let pols = {
+                        let s = &mut *st;
+                        self.policies(&sv, &s.manual, &s.ingesting, horizon, &mut s.cover)
+                    };
                     let mut t = picker::pick(
                         &sv.version,
                         &pols,
@@ -612,6 +742,9 @@ impl DbInner {
             trivial = task.trivial_move,
         );
         let _enter = span.enter();
+        // Every row-range delete at or below this read point is in the super-version taken
+        // next (a delete's super-version is installed before its seq becomes visible).
+        let deletes_known = self.visibility.read_point();
         let sv = self.sv();
         let Some(desc) = sv.families.get(&task.family).cloned() else {
             // Dropped since it was picked: its files go with the table.
@@ -621,7 +754,7 @@ impl DbInner {
         let range_deletes = sv.range_deletes(task.family);
         drop(sv);
         let mut dropped_unread = false;
-        let (outputs, cells_read, dropped, purge_horizon, spent) = if task.trivial_move {
+        let (mut outputs, cells_read, dropped, purge_horizon, spent) = if task.trivial_move {
             let moved = task
                 .input_files()
                 .map(|f| FileMeta {
@@ -636,6 +769,16 @@ impl DbInner {
         } else {
             self.write_outputs(task, &desc, &range_deletes)?
         };
+        if !task.trivial_move && applies_range_deletes(&desc) {
+            // The merge dropped every cell at or below the purge horizon that a delete at or
+            // below both the horizon and the deletes it was given masks (rules 3 and 7).
+            let clean = purge_horizon.min(deletes_known);
+            for o in &mut outputs {
+                if o.max_seq <= clean {
+                    o.range_clean = clean;
+                }
+            }
+        }
         let out_bytes: u64 = if task.trivial_move {
             0
         } else {
@@ -1078,7 +1221,10 @@ impl DbInner {
             let mut st = self.compaction.lock();
             let sv = self.sv();
             let horizon = self.smallest_snapshot();
-            let pols = Self::policies(&sv, &BTreeSet::new(), &st.ingesting, horizon);
+            let pols = {
+                let s = &mut *st;
+                self.policies(&sv, &BTreeSet::new(), &s.ingesting, horizon, &mut s.cover)
+            };
             let due = picker::pick(
                 &sv.version,
                 &pols,
@@ -1147,6 +1293,12 @@ const DROP_NAMES: [&str; 5] = [
     "masked",
     "marker",
 ];
+
+/// Whether compactions of the family drop what a row-range delete masks (purge rules 3 and
+/// 7): classic families with KEEP_DELETED_CELLS FALSE; the others keep it.
+fn applies_range_deletes(d: &FamilyDescriptor) -> bool {
+    d.keep_deleted_cells == crate::schema::KeepDeletedCells::False && !d.new_version_behavior
+}
 
 /// What `write_outputs` made: the outputs, the cells read, the cells dropped per reason, the
 /// oldest read point it purged at, and the row-range deletes its purge rules let go.
@@ -1387,6 +1539,7 @@ mod tests {
             deletes: 0,
             created_ms: 0,
             crc: None,
+            range_clean: 0,
         }
     }
 

@@ -495,5 +495,6 @@ pub(super) fn file_meta(
         deletes: info.deletes(),
         created_ms: info.created_at_ms,
         crc: Some(crc),
+        range_clean: 0,
     }
 }

@@ -377,6 +377,7 @@ impl DbInner {
                 deletes: info.deletes(),
                 created_ms: info.created_at_ms,
                 crc: None,
+                range_clean: 0,
             };
             let linked = link && self.fs.hard_link(&s.path, &path).is_ok();
             let copy = if linked {
@@ -411,6 +412,7 @@ impl DbInner {
                     FileMeta {
                         size,
                         crc: Some(crc),
+                        range_clean: 0,
                         ..meta
                     },
                 )),
@@ -797,6 +799,7 @@ mod tests {
                 deletes: 0,
                 created_ms: 0,
                 crc: None,
+                range_clean: 0,
             }));
         }
         ls

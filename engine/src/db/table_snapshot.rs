@@ -651,6 +651,7 @@ mod tests {
             deletes: 0,
             created_ms: 7,
             crc: Some(0xdead_beef),
+            range_clean: 0,
         }
     }
 

@@ -31,6 +31,8 @@
 //!   15  range_delete_gone   family varint32 | seq varint64
 //! 0x4001  file_crc          len varint32 | family varint32 | number varint64 | crc u32 LE
 //!                           (safe to ignore; names an added_file of the same edit)
+//! 0x4002  file_range_clean  len varint32 | family varint32 | number varint64 | seq varint64
+//!                           (safe to ignore; names an added_file of the same edit)
 //!
 //! family descriptor := name bytes | max_versions varint32 | min_versions varint32
 //!                      | ttl_ms varint64 (0 = forever) | keep_deleted u8 | bloom_code u8
@@ -92,6 +94,9 @@ pub mod tag {
     /// The whole-file CRC-32C of an added file (safe to ignore: an older reader loses only
     /// the checksum).
     pub const FILE_CRC: u32 = SAFE_TO_IGNORE | 1;
+    /// The seq through which an added file holds nothing a row-range delete masks (safe to
+    /// ignore: an older reader only rewrites the file once more).
+    pub const FILE_RANGE_CLEAN: u32 = SAFE_TO_IGNORE | 2;
 }
 
 /// Persisted codes of [`KeepDeletedCells`]: never renumber.
@@ -303,6 +308,16 @@ impl VersionEdit {
                 put_bytes(&mut out, &body);
             }
         }
+        for f in &self.added_files {
+            if f.range_clean > 0 {
+                let mut body = Vec::with_capacity(24);
+                put_varint32(&mut body, f.family);
+                put_varint64(&mut body, f.number);
+                put_varint64(&mut body, f.range_clean);
+                put_varint32(&mut out, tag::FILE_RANGE_CLEAN);
+                put_bytes(&mut out, &body);
+            }
+        }
         out
     }
 
@@ -312,9 +327,10 @@ impl VersionEdit {
         let mut c = Cursor::new(buf);
         let mut e = VersionEdit::default();
         let mut crcs = Vec::new();
+        let mut cleans = Vec::new();
         while !c.is_empty() {
             let start = c.position();
-            decode_field(&mut c, &mut e, &mut crcs).map_err(|m| EditError {
+            decode_field(&mut c, &mut e, &mut crcs, &mut cleans).map_err(|m| EditError {
                 offset: start,
                 what: m.0,
             })?;
@@ -341,6 +357,25 @@ impl VersionEdit {
                 }
             }
         }
+        // Likewise each file_range_clean; 0 is never written (it means "not known").
+        for (offset, family, number, seq) in cleans {
+            let f = e
+                .added_files
+                .iter_mut()
+                .find(|f| f.family == family && f.number == number);
+            let what = match f {
+                Some(f) if f.range_clean == 0 && seq > 0 => {
+                    f.range_clean = seq;
+                    continue;
+                }
+                Some(_) if seq == 0 => format!("file_range_clean of file {number} is 0"),
+                Some(_) => format!("file_range_clean of file {number} appears twice"),
+                None => {
+                    format!("file_range_clean of file {number}, which the edit does not add")
+                }
+            };
+            return Err(EditError { offset, what });
+        }
         Ok(e)
     }
 }
@@ -361,10 +396,14 @@ fn string(c: &mut Cursor<'_>, what: &str) -> Result<String, Malformed> {
 /// A `file_crc` field: where it starts, the file's family and number, and the checksum.
 type FileCrc = (usize, FamilyId, u64, u32);
 
+/// A `file_range_clean` field: where it starts, the file's family and number, and the seq.
+type FileRangeClean = (usize, FamilyId, u64, SeqNo);
+
 fn decode_field(
     c: &mut Cursor<'_>,
     e: &mut VersionEdit,
     crcs: &mut Vec<FileCrc>,
+    cleans: &mut Vec<FileRangeClean>,
 ) -> Result<(), Malformed> {
     let start = c.position();
     let t = c.varint32("field tag")?;
@@ -409,6 +448,7 @@ fn decode_field(
                 deletes: c.varint64("added file deletes")?,
                 created_ms: c.varint64("added file created_ms")?,
                 crc: None,
+                range_clean: 0,
             });
             Ok(())
         }
@@ -506,6 +546,19 @@ fn decode_field(
             crcs.push((start, family, number, crc));
             Ok(())
         }
+        tag::FILE_RANGE_CLEAN => {
+            let mut b = Cursor::new(c.len_prefixed("file_range_clean body")?);
+            let family = b.varint32("file_range_clean family")?;
+            let number = b.varint64("file_range_clean number")?;
+            let seq = b.varint64("file_range_clean seq")?;
+            if !b.is_empty() {
+                return Err(Malformed(
+                    "file_range_clean body longer than its fields".into(),
+                ));
+            }
+            cleans.push((start, family, number, seq));
+            Ok(())
+        }
         t if t & tag::SAFE_TO_IGNORE != 0 => {
             // A field from a newer writer that declared it optional: skip its body whole.
             c.len_prefixed("ignorable field body")?;
@@ -589,6 +642,7 @@ mod tests {
                 deletes: 10,
                 created_ms: 1_700_000_000_000,
                 crc: None,
+                range_clean: 0,
             }],
             deleted_files: vec![(3, 0, 9), (4, 6, u64::MAX)],
             create_namespaces: vec!["ns1".into(), "ns2".into()],
@@ -650,6 +704,73 @@ mod tests {
         );
         assert!(VersionEdit::default().is_empty());
         assert!(VersionEdit::default().encode().is_empty());
+    }
+
+    #[test]
+    fn file_range_clean_rides_with_its_added_file() {
+        let mut e = full_edit();
+        let mut second = e.added_files[0].clone();
+        second.number = 13;
+        second.crc = Some(7);
+        second.range_clean = 300;
+        e.added_files.push(second);
+        let b = e.encode();
+        assert_eq!(VersionEdit::decode(&b).unwrap(), e);
+        // After the checksums, safe to ignore: tag 0x4002, its length, family, number, seq.
+        let mut tail = Vec::new();
+        put_varint32(&mut tail, tag::FILE_RANGE_CLEAN);
+        put_varint32(&mut tail, 4);
+        put_varint32(&mut tail, 3);
+        put_varint64(&mut tail, 13);
+        put_varint64(&mut tail, 300);
+        assert!(b.ends_with(&tail), "{}", hex(&b));
+        assert_eq!(
+            tag::FILE_RANGE_CLEAN & tag::SAFE_TO_IGNORE,
+            tag::SAFE_TO_IGNORE
+        );
+        // A reader that does not know the tag skips it: the edit without the field.
+        let plain = {
+            let mut p = e.clone();
+            p.added_files[1].range_clean = 0;
+            p
+        };
+        assert_eq!(
+            VersionEdit::decode(&b[..b.len() - tail.len()]).unwrap(),
+            plain
+        );
+
+        let field = |family: u32, number: u64, seq: u64, extra: &[u8]| {
+            let mut body = Vec::new();
+            put_varint32(&mut body, family);
+            put_varint64(&mut body, number);
+            put_varint64(&mut body, seq);
+            body.extend_from_slice(extra);
+            let mut f = Vec::new();
+            put_varint32(&mut f, tag::FILE_RANGE_CLEAN);
+            put_bytes(&mut f, &body);
+            f
+        };
+        let base = full_edit().encode();
+        assert_eq!(
+            VersionEdit::decode(&[base.clone(), field(3, 12, 9, &[])].concat())
+                .unwrap()
+                .added_files[0]
+                .range_clean,
+            9
+        );
+        for (f, what) in [
+            (field(3, 99, 9, &[]), "does not add"),
+            (
+                [field(3, 12, 9, &[]), field(3, 12, 9, &[])].concat(),
+                "twice",
+            ),
+            (field(3, 12, 0, &[]), "is 0"),
+            (field(3, 12, 9, &[0]), "longer"),
+            (field(3, 12, 9, &[])[..4].to_vec(), ""),
+        ] {
+            let err = VersionEdit::decode(&[base.clone(), f].concat()).unwrap_err();
+            assert!(err.what.contains(what), "{err:?}");
+        }
     }
 
     #[test]

@@ -247,7 +247,7 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
     }
     for f in &e.added_files {
         s.push_str(&format!(
-            "  add_file {} {} L{}: {}, {} entries ({} deletes), rows '{}' .. '{}', seq {}..{}, ts {}..{}, created {}{}\n",
+            "  add_file {} {} L{}: {}, {} entries ({} deletes), rows '{}' .. '{}', seq {}..{}, ts {}..{}, created {}{}{}\n",
             f.name,
             names.label(f.family_id),
             f.level,
@@ -263,7 +263,10 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
             f.created_ms,
             f.crc32c
                 .as_deref()
-                .map_or(String::new(), |c| format!(", crc32c {c}"))
+                .map_or(String::new(), |c| format!(", crc32c {c}")),
+            f.range_clean.map_or(String::new(), |s| format!(
+                ", range deletes applied through seq {s}"
+            ))
         ));
     }
     for d in &e.range_deletes {

@@ -145,6 +145,9 @@ pub struct FileJson {
     /// CRC-32C of the whole file as the manifest records it (8 hex digits), if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crc32c: Option<String>,
+    /// The seq through which the file holds nothing a row-range delete masks, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_clean: Option<u64>,
 }
 
 impl From<&FileMeta> for FileJson {
@@ -167,6 +170,7 @@ impl From<&FileMeta> for FileJson {
             max_ts: f.max_ts,
             created_ms: f.created_ms,
             crc32c: f.crc.map(|c| format!("{c:08x}")),
+            range_clean: (f.range_clean > 0).then_some(f.range_clean),
         }
     }
 }
