@@ -927,15 +927,8 @@ impl DbInner {
         if largest_seq > smallest_snapshot {
             return None;
         }
-        let params = PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
-            .bottommost(task.bottommost)
-            .purge_delay(self.opts.compaction.purge_delay);
-        let spent: Vec<SeqNo> = range_deletes
-            .list()
-            .iter()
-            .filter(|d| range_delete_purgeable(desc, &params, d))
-            .map(|d| d.seq)
-            .collect();
+        let (_, spent) =
+            self.purge_params(task, desc, range_deletes, smallest_snapshot, largest_seq);
         let mut dropped = [0u64; 5];
         for f in task.input_files() {
             let markers = f.deletes.min(f.entries);
@@ -948,6 +941,28 @@ impl DbInner {
             "dropped files a row-range delete masks whole"
         );
         Some((Vec::new(), 0, dropped, smallest_snapshot, spent))
+    }
+
+    /// The purge rules' parameters for `task`, and the row-range deletes they let go:
+    /// removable if the install finds the inputs were every file of the family.
+    fn purge_params(
+        &self,
+        task: &CompactionTask,
+        desc: &FamilyDescriptor,
+        range_deletes: &RangeDeletes,
+        smallest_snapshot: SeqNo,
+        largest_seq: SeqNo,
+    ) -> (PurgeParams, Vec<SeqNo>) {
+        let params = PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
+            .bottommost(task.bottommost)
+            .purge_delay(self.opts.compaction.purge_delay);
+        let spent = range_deletes
+            .list()
+            .iter()
+            .filter(|d| range_delete_purgeable(desc, &params, d))
+            .map(|d| d.seq)
+            .collect();
+        (params, spent)
     }
 
     fn remove_outputs(&self, outputs: &[FileMeta]) {
@@ -977,16 +992,8 @@ impl DbInner {
         merge.seek_to_first()?;
         let smallest_snapshot = self.smallest_snapshot();
         let largest_seq = task.input_files().map(|f| f.max_seq).max().unwrap_or(0);
-        let params = PurgeParams::new(smallest_snapshot, largest_seq, self.opts.clock.now_ms())
-            .bottommost(task.bottommost)
-            .purge_delay(self.opts.compaction.purge_delay);
-        // Removable if the install finds the inputs were every file of the family.
-        let spent: Vec<SeqNo> = range_deletes
-            .list()
-            .iter()
-            .filter(|d| range_delete_purgeable(desc, &params, d))
-            .map(|d| d.seq)
-            .collect();
+        let (params, spent) =
+            self.purge_params(task, desc, range_deletes, smallest_snapshot, largest_seq);
         let mut purger = Purger::new(desc, params).with_range_deletes(range_deletes);
         // The files of the level below the outputs, to align the outputs' boundaries with
         // (compaction::cut). A bottommost output has nothing below it in its range.
