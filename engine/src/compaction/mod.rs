@@ -54,9 +54,10 @@ pub struct CompactionOptions {
     /// Files with at least this many cells count for the tombstone trigger (default 1000), so
     /// a tiny file of a few deletes does not churn.
     pub tombstone_min_entries: u64,
-    /// A last-level or lower file whose data a row-range delete covers for at least this
-    /// fraction (estimated from its index) is rewritten into its own level, dropping what
-    /// the delete masks (default 0.5; SPEC.md §20.1 step 3). Above 1, never.
+    /// A file at L1..L6 that row-range deletes cut (cover part of its rows) is rewritten into
+    /// its own level, dropping what they mask, when they cover at least this fraction of its
+    /// data, estimated from its index (default 0.5; SPEC.md §20.1 step 3). Above 1 or NaN:
+    /// never. Files they hold whole are dropped or rewritten whatever this says.
     pub range_delete_rewrite_ratio: f64,
     /// Background compaction threads (default 1).
     pub threads: usize,

@@ -363,10 +363,8 @@ impl DbInner {
         let end = r.data_blocks_end()?;
         let offset = |at: &[u8]| -> Result<u64> {
             let key = CellKey::first_on_row(at).encode();
-            let key = KeyRef::parse(&key).map_err(|m| Error::Corruption {
-                file: manifest::hfile_path(&self.dir, f.family, f.number),
-                offset: 0,
-                what: format!("a range delete's bound does not make a key: {m}"),
+            let key = KeyRef::parse(&key).map_err(|m| {
+                Error::InvalidArgument(format!("a range delete's bound does not make a key: {m}"))
             })?;
             Ok(r.data_block_for(&key)?.map_or(end, |h| h.offset))
         };
