@@ -1344,5 +1344,11 @@ enable 't'
     assert_eq!(r.stdout, "Took X seconds\n0 row(s)\nTook X seconds\n");
     let d = Db::open(&db, Options::default()).unwrap();
     assert_eq!(d.table("t").unwrap().scan(Scan::new()).unwrap().count(), 0);
-    assert_eq!(d.range_deletes("t").unwrap().len(), 5);
+    // Two deletes of cf and three of meta; the last holds every file whole, so a background
+    // compaction may already have dropped a family's files, and its deletes with them.
+    let listed = d.range_deletes("t").unwrap();
+    for (family, written) in [("cf", 2), ("meta", 3)] {
+        let n = listed.iter().filter(|(f, _)| f == family).count();
+        assert!(n == written || n == 0, "{family}: {listed:?}");
+    }
 }
