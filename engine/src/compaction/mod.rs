@@ -122,8 +122,8 @@ pub struct FamilyPolicy {
     pub purge_horizon: SeqNo,
     /// Files of the family, at L1..L6 with `max_seq ≤ purge_horizon`, that `range_deletes`
     /// above their `range_clean` cut (cover part of their rows), with the bytes of their data
-    /// those deletes cover, estimated from the files' indexes: `(file number, bytes)`. The
-    /// picker cannot read indexes, so the database computes this.
+    /// those deletes cover, estimated from the files' indexes: `(file number, bytes)`, sorted
+    /// by file number. The picker cannot read indexes, so the database computes this.
     pub partly_covered: Arc<[(FileNumber, u64)]>,
 }
 

@@ -887,11 +887,13 @@ fn pick_range_deletes(
                     }
                     _ if level > 0 => {
                         // Cut by deletes: rewritten when they cover enough of it.
-                        let Some(&(_, covered)) =
-                            p.partly_covered.iter().find(|(n, _)| *n == f.number)
+                        let Ok(i) = p
+                            .partly_covered
+                            .binary_search_by_key(&f.number, |&(n, _)| n)
                         else {
                             continue;
                         };
+                        let covered = p.partly_covered[i].1;
                         // NaN never passes.
                         let enough = covered as f64 >= ratio * f.size as f64;
                         if !enough || covered == 0 {

@@ -351,6 +351,7 @@ impl DbInner {
             };
             out.push((f.number, bytes));
         }
+        out.sort_unstable_by_key(|&(n, _)| n);
         Arc::from(out)
     }
 
