@@ -191,6 +191,7 @@ fn deleterange_drops_whole_files_and_compact_reclaims_the_rest() {
     // The first compact cuts the flushed file into files of the target size.
     let (filled, deleted, compacted) = (&out[1], &out[2], &out[3]);
     assert_eq!(deleted["ops"], 1);
+    assert_eq!(deleted["durability"], "fsync");
     assert!(deleted["files_dropped"].as_u64().unwrap() > 0, "{deleted}");
     let dropped = deleted["bytes_dropped"].as_u64().unwrap();
     let size = |v: &Value| v["db_bytes"].as_u64().unwrap();
@@ -217,6 +218,7 @@ fn bad_arguments_exit_2() {
         &["bench", "--duration", "-1"],
         &["bench", "--benchmarks", "deleterange", "--range-width", "0"],
         &["bench", "--benchmarks", "deleterange", "--deletes", "0"],
+        &["bench", "--target-file-size", "100"],
         &[
             "bench",
             "--benchmarks",

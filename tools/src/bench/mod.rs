@@ -126,7 +126,7 @@ pub struct BenchArgs {
     /// Threads running each benchmark (each takes an equal share of the operations).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Durability of the writes (fillsync always uses fsync).
+    /// Durability of the writes (fillsync, and deleterange's row-range deletes, always fsync).
     #[arg(long, value_enum, default_value_t = BenchDurability::Sync)]
     pub durability: BenchDurability,
     /// Run each benchmark for this many seconds instead of a fixed number of operations.
@@ -201,6 +201,9 @@ impl BenchArgs {
         }
         if self.num == 0 {
             return bad("--num must be at least 1".into());
+        }
+        if self.target_file_size.is_some_and(|t| t < 1024) {
+            return bad("--target-file-size must be at least 1K".into());
         }
         if self.range_width == 0 {
             return bad("--range-width must be at least 1".into());

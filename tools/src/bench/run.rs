@@ -552,7 +552,8 @@ impl Runner<'_> {
                 .saturating_sub(before.compaction.bytes_dropped),
             key_size: a.key_size,
             value_size: a.value_size,
-            durability: if kind == Kind::FillSync {
+            // A row-range delete is always fsynced in the WAL, ahead of its manifest edit.
+            durability: if matches!(kind, Kind::FillSync | Kind::DeleteRange) {
                 "fsync"
             } else {
                 a.durability.name()
