@@ -46,6 +46,9 @@ pub const POINTS: &[&str] = &[
     "feed_slots.before_rename",
     // Row-range delete: its record logged (fsynced), its manifest edit not yet logged.
     "range_delete.after_log",
+    // Schema change (create/alter/drop, clone/restore): its manifest edit durable, its
+    // change-feed record not yet logged.
+    "schema.after_edit",
 ];
 
 /// Mark a kill point (see the module doc). Nothing without the `kill-points` feature.

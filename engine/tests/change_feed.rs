@@ -711,3 +711,88 @@ fn schema_changes_survive_a_power_loss_once_their_call_returned() {
         "{got:?}"
     );
 }
+
+/// A schema change whose manifest edit is durable but whose record never reached the log (the
+/// append failed, or the process died between the two) is still in the feed after the next
+/// open: the edit carries the record, and recovery appends it once (SPEC.md §16.10).
+#[test]
+fn a_schema_record_lost_after_its_edit_is_appended_at_the_next_open() {
+    use cellar::fs::{CrashPolicy, Fault, FaultFs, OpKind, Rule, SimFs};
+    use cellar::SchemaChange;
+    use std::path::Path;
+    let opts = |fs: Arc<dyn cellar::fs::FileSystem>| {
+        let mut o = small(u64::MAX);
+        o.fs = fs;
+        o
+    };
+    let sim = SimFs::new();
+    let fs = FaultFs::new(sim.clone());
+    let db = Db::open(Path::new("/db"), opts(Arc::new(fs.clone()))).unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("a").max_versions(1)))
+        .unwrap();
+    let t = db.table("t").unwrap();
+    t.put_with(put(1), WriteOptions::durability(Durability::FsyncWal))
+        .unwrap();
+    // Every write to the log fails from here: the alter's edit is made, its record is not.
+    fs.add_rule(
+        Rule::on(OpKind::Write, Fault::Eio)
+            .path("/wal/")
+            .persistent(),
+    );
+    db.alter_table(TableDescriptor::new("t").family(FamilyDescriptor::new("a").max_versions(7)))
+        .unwrap();
+    assert!(db.poisoned().is_some(), "the failed append poisons");
+    let alters = |db: &Db| -> Vec<u32> {
+        let mut feed = db.changes_since(0).unwrap();
+        drain(&mut feed)
+            .into_iter()
+            .flat_map(|b| b.schema)
+            .filter_map(|c| match c {
+                SchemaChange::Table { descriptor, .. } => Some(descriptor.families[0].max_versions),
+                _ => None,
+            })
+            .collect()
+    };
+    // The process dies: what was not synced is gone, the edit (synced) stays.
+    let crashed = sim.crash(CrashPolicy::DropAll, 3);
+    drop((t, db));
+    let db = Db::open(Path::new("/db"), opts(Arc::new(crashed.clone()))).unwrap();
+    assert!(db.stats().recovery.schema_record_relogged);
+    assert_eq!(db.describe("t").unwrap().families[0].max_versions, 7);
+    // The creation, then the alter, after the write that came before it.
+    assert_eq!(alters(&db), [1, 7]);
+    let mut feed = db.changes_since(0).unwrap();
+    let batches = drain(&mut feed);
+    let put_at = batches.iter().position(|b| !b.cells.is_empty()).unwrap();
+    let last = batches.last().unwrap();
+    assert!(
+        put_at < batches.len() - 1 && last.seq > batches[put_at].seq,
+        "{batches:?}"
+    );
+    assert!(
+        matches!(&last.schema[..], [SchemaChange::Table { descriptor, .. }] if descriptor.families[0].max_versions == 7),
+        "{batches:?}"
+    );
+    // Appended once: not again at the next open, nor once the log that holds it is gone.
+    drop((feed, db));
+    let db = Db::open(Path::new("/db"), opts(Arc::new(crashed.clone()))).unwrap();
+    assert!(!db.stats().recovery.schema_record_relogged);
+    assert_eq!(alters(&db), [1, 7]);
+    drop(db);
+    let no_retain = || {
+        let mut o = small(0);
+        o.fs = Arc::new(crashed.clone());
+        o
+    };
+    let db = Db::open(Path::new("/db"), no_retain()).unwrap();
+    db.table("t").unwrap().put(put(2)).unwrap();
+    db.flush().unwrap();
+    assert!(
+        matches!(db.changes_since(0), Err(Error::ChangesUnavailable { .. })),
+        "the segments are gone"
+    );
+    drop(db);
+    let db = Db::open(Path::new("/db"), no_retain()).unwrap();
+    assert!(!db.stats().recovery.schema_record_relogged);
+    assert_eq!(db.describe("t").unwrap().families[0].max_versions, 7);
+}

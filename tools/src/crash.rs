@@ -8,7 +8,8 @@
 //!
 //! **Child.** Writers (3 threads) put new rows across two families with a random mix of
 //! `FsyncWal` and `SyncWal`, and delete rows they put earlier; a reader thread scans and checks
-//! every row it sees is whole; a maintenance thread flushes and major-compacts. A small write
+//! every row it sees is whole; a maintenance thread flushes, major-compacts, takes table
+//! snapshots, consumes a feed slot and creates or alters a probe table. A small write
 //! buffer, WAL segment and manifest make flushes, compactions, WAL rolls and manifest roll-overs
 //! happen every second. The ack log is the child's stdout, one line per event, written with one
 //! `write(2)` each: `I <key> P|D` before a call, `A <key> P|D` after it returned `Ok`, `F <key>
@@ -31,7 +32,10 @@
 //! there is one manifest (6). The change feed (`Db::changes_since`) over the WAL kept
 //! (`FEED_RETAIN_BYTES`, across every crash so far) holds each acknowledged write after its
 //! start at the write's seq, only whole row puts and deletes of attempted keys, and ends, for
-//! each key, in the state the recovered rows show.
+//! each key, in the state the recovered rows show; its last schema record of the probe table
+//! (which the maintenance thread creates and alters: `XB`/`XA` lines) says what the table is,
+//! and after a kill at `schema.after_edit` (the edit durable, its record not logged) its last
+//! schema record is that change, appended by recovery.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -50,6 +54,10 @@ use cellar::{
 };
 
 const TABLE: &str = "h";
+
+/// The table the children's maintenance thread creates and alters, so schema changes (and
+/// their records in the change feed) happen among the writes.
+const PROBE: &str = "probe";
 /// WAL kept for the change feed check: 16 of the 64 KiB segments.
 const FEED_RETAIN_BYTES: u64 = 1 << 20;
 const WRITERS: u64 = 3;
@@ -143,6 +151,8 @@ pub struct HarnessReport {
     pub slot_batches_checked: u64,
     /// Row-range deletes the children saw return (each then held to every row in its range).
     pub range_deletes_acked: u64,
+    /// Alters of the probe table the children saw return.
+    pub alters_acked: u64,
     /// Invariant violations, described.
     pub violations: Vec<String>,
     /// The WAL backend the children ran.
@@ -174,7 +184,7 @@ impl HarnessReport {
         )?;
         writeln!(
             out,
-            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches, {} feed slot batches, {} row-range deletes",
+            "  checked: {} acknowledged writes, {} in-flight writes ({} applied, {} lost), {} HFiles verified, {} table snapshots cloned ({} deleted), {} change feed batches, {} feed slot batches, {} row-range deletes, {} alters",
             self.acked_checked,
             self.maybe_applied + self.maybe_lost,
             self.maybe_applied,
@@ -184,7 +194,8 @@ impl HarnessReport {
             self.snapshots_deleted,
             self.feed_batches_checked,
             self.slot_batches_checked,
-            self.range_deletes_acked
+            self.range_deletes_acked,
+            self.alters_acked
         )?;
         if !self.point_kills.is_empty() || !self.point_misses.is_empty() {
             writeln!(
@@ -401,6 +412,7 @@ pub fn child_main(dir: &Path, seed: u64, cycle: u64, secs: u64) -> i32 {
                 }
                 let r = match n % 6 {
                     0 => db.major_compact(TABLE, None),
+                    3 => alter_probe(&db, cycle, n),
                     // A table snapshot: `SB` before the call, `SA` once it returned (the
                     // harness then holds it to every row acknowledged before `SB`).
                     2 | 4 => table_snapshot(&db, cycle, n),
@@ -459,6 +471,21 @@ fn consume_slot(db: &Db) -> cellar::Result<()> {
         db.ack_feed_slot(SLOT, pos)?;
         say(&format!("KA {pos}"));
     }
+    Ok(())
+}
+
+/// Create the probe table, or alter it to a `max_versions` no alter of this run had just
+/// before (`XB`, then `XA` once the call returned).
+fn alter_probe(db: &Db, cycle: u64, n: u64) -> cellar::Result<()> {
+    let v = 1 + ((cycle * 7 + n) % 1000) as u32;
+    say(&format!("XB {v}"));
+    let desc = TableDescriptor::new(PROBE).family(FamilyDescriptor::new("p").max_versions(v));
+    if db.table_exists(PROBE)? {
+        db.alter_table(desc)?;
+    } else {
+        db.create_table(desc)?;
+    }
+    say(&format!("XA {v}"));
     Ok(())
 }
 
@@ -526,6 +553,8 @@ struct Harness {
     slot_created: bool,
     slot_acked: u64,
     slot_ack_begun: u64,
+    /// The cycle's child died at `schema.after_edit`: the feed must end in that change.
+    killed_after_schema_edit: bool,
     report: HarnessReport,
 }
 
@@ -554,6 +583,7 @@ pub fn run(args: &HarnessArgs, exe: &Path) -> std::io::Result<HarnessReport> {
         slot_created: false,
         slot_acked: 0,
         slot_ack_begun: 0,
+        killed_after_schema_edit: false,
         report: HarnessReport::default(),
     };
     let mut points = Vec::new();
@@ -670,6 +700,8 @@ impl Harness {
         let killed_at_point = lines
             .iter()
             .any(|(err, l)| *err && l.starts_with(cellar::kill::KILLED_AT));
+        self.killed_after_schema_edit =
+            killed_at_point && matches!(&kill, Kill::Point(p, _) if *p == "schema.after_edit");
         match &kill {
             Kill::Random(_) => self.report.random_kills += 1,
             Kill::Point(p, _) if killed_at_point => {
@@ -773,6 +805,7 @@ impl Harness {
                     let seq = seq.parse().unwrap_or(0);
                     self.slot_acked = self.slot_acked.max(seq);
                 }
+                (Some("XA"), Some(_), _) => self.report.alters_acked += 1,
                 (Some("V"), _, _) => self.report.violations.push(format!("{what}: {l}")),
                 (Some("B"), Some(b), _) => self.report.backend = b.to_owned(),
                 (Some("H"), Some(p), Some(n)) => {
@@ -978,6 +1011,9 @@ impl Harness {
         };
         let mut last: HashMap<String, bool> = HashMap::new();
         let mut seen = BTreeSet::new();
+        // The last schema batch (row-range deletes aside), and the last record of the probe.
+        let mut last_schema: Option<Vec<cellar::SchemaChange>> = None;
+        let mut last_probe: Option<u32> = None;
         while let Some(b) = feed
             .next_batch()
             .map_err(|e| format!("change feed after seq {}: {e}", feed.position()))?
@@ -1024,7 +1060,8 @@ impl Harness {
                     cellar::SchemaChange::Table {
                         descriptor,
                         data_replaced: false,
-                    } => [TABLE, SNAPSHOT_CHECK].contains(&descriptor.name.to_string().as_str()),
+                    } => [TABLE, SNAPSHOT_CHECK, PROBE]
+                        .contains(&descriptor.name.to_string().as_str()),
                     cellar::SchemaChange::TableDropped { name } => {
                         name.to_string() == SNAPSHOT_CHECK
                     }
@@ -1036,6 +1073,15 @@ impl Harness {
                         b.seq, b.schema
                     ));
                 }
+                for c in &b.schema {
+                    if let cellar::SchemaChange::Table { descriptor, .. } = c {
+                        if descriptor.name.to_string() == PROBE {
+                            last_probe = descriptor.families.first().map(|f| f.max_versions);
+                        }
+                    }
+                }
+                last_schema = Some(b.schema);
+                self.report.feed_batches_checked += 1;
                 continue;
             }
             let Some(first) = b.cells.first() else {
@@ -1102,6 +1148,66 @@ impl Harness {
             }
         }
         self.acked_seqs = self.acked_seqs.split_off(&(since + 1));
+        self.verify_schema_records(db, last_schema, last_probe)
+    }
+
+    /// The feed's schema records say what the tables are: the probe's last record (when the
+    /// WAL kept still holds one) is its descriptor now; and after a kill between a schema
+    /// edit and its record, the feed ends in that change (recovery appended it).
+    fn verify_schema_records(
+        &mut self,
+        db: &Db,
+        last_schema: Option<Vec<cellar::SchemaChange>>,
+        last_probe: Option<u32>,
+    ) -> Result<(), String> {
+        let versions = |name: &str| -> Result<Option<u32>, String> {
+            match db.describe(name) {
+                Ok(d) => Ok(d.families.first().map(|f| f.max_versions)),
+                Err(cellar::Error::TableNotFound(_)) => Ok(None),
+                Err(e) => Err(format!("describe {name}: {e}")),
+            }
+        };
+        if let Some(v) = last_probe {
+            let now = versions(PROBE)?;
+            if now != Some(v) {
+                return Err(format!(
+                    "the change feed's last record of table {PROBE} gives max_versions {v}, \
+                     but the table has {now:?}"
+                ));
+            }
+        }
+        if !self.killed_after_schema_edit {
+            return Ok(());
+        }
+        let described: Vec<(String, Option<u32>)> = last_schema
+            .iter()
+            .flatten()
+            .filter_map(|c| match c {
+                cellar::SchemaChange::Table { descriptor, .. } => Some((
+                    descriptor.name.to_string(),
+                    descriptor.families.first().map(|f| f.max_versions),
+                )),
+                _ => None,
+            })
+            .collect();
+        let ours = described
+            .iter()
+            .any(|(name, _)| name == PROBE || name == TABLE);
+        if !ours {
+            return Err(format!(
+                "killed between a schema edit and its record, but the change feed's last \
+                 schema record is {last_schema:?}"
+            ));
+        }
+        for (name, v) in described {
+            if versions(&name)? != v {
+                return Err(format!(
+                    "killed between a schema edit and its record; the feed's last schema \
+                     record gives {name} max_versions {v:?}, the table has {:?}",
+                    versions(&name)?
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -50,6 +50,7 @@ fn every_kill_point_once_and_ten_random_kills() {
         report.range_deletes_acked > 0,
         "no row-range delete was acknowledged"
     );
+    assert!(report.alters_acked > 0, "no schema change was acknowledged");
     if with_points {
         assert_eq!(
             report.points_never_hit(),

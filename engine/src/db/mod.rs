@@ -78,7 +78,7 @@ pub use table_snapshot::{
 use crate::cache::{CacheStats, FileCache, OpenFileStats, ShardedBlockCache};
 use crate::error::{Error, Poison, Result};
 use crate::fs::{FormatSource, LockGuard, SharedFs};
-use crate::manifest::{self, Manifest, ManifestState, TableEntry, VersionEdit};
+use crate::manifest::{self, Manifest, ManifestState, SchemaRecord, TableEntry, VersionEdit};
 use crate::memstore::MemStore;
 use crate::read::query::{Get, Row, Scan};
 use crate::read::view::RowView;
@@ -396,6 +396,9 @@ pub struct RecoveryReport {
     /// length):
     /// records there are lost.
     pub skipped_ranges: Vec<(u64, u64, u64)>,
+    /// Whether the last schema change's change-feed record was missing (a crash between its
+    /// manifest edit and the record) and was appended at this open (SPEC.md §16.10).
+    pub schema_record_relogged: bool,
 }
 
 /// An open database. Cheap to clone; all clones share one engine, closed when the last drops.
@@ -1374,7 +1377,7 @@ impl DbInner {
             crate::fs::create_dir_durable(&*fs, d)
                 .map_err(|e| Error::io(d, "creating a database directory", e))?;
         }
-        let (recovery, logged_deletes) =
+        let (mut recovery, logged_deletes) =
             replay_wal(&*fs, &wal_dir, &state, &sv, opts.wal_recovery)?;
         // Row-range deletes logged but missing from the manifest (a crash between the record
         // and its edit): added now, before the replayed memstores are flushed under them.
@@ -1400,8 +1403,20 @@ impl DbInner {
             man.log_and_apply(&mut state, edit)?;
         }
         let replayed = recovery.replayed_batches;
-        let last_seq = state.last_seq().max(recovery.last_wal_seq);
+        let mut last_seq = state.last_seq().max(recovery.last_wal_seq);
         let wal = Wal::open(fs.clone(), &wal_dir, opts.wal.clone(), last_seq + 1)?;
+        // The last schema edit's record, lost to a crash (or a failed append) after the edit:
+        // nothing in the log or the manifest reaches past the seqs used before it, so it was
+        // never appended. Appended now, before any write, where it would have been.
+        if let Some(r) = state.schema_record().filter(|r| last_seq <= r.after) {
+            last_seq = wal.append(&r.payload, crate::Durability::FsyncWal)?;
+            recovery.schema_record_relogged = true;
+            tracing::warn!(
+                seq = last_seq,
+                after = r.after,
+                "the last schema change's record was missing from the log; appended it again"
+            );
+        }
         // Before anything releases a segment: the slots' pins hold what their consumers need.
         let slots = slots::Slots::load(&*fs, dir, &wal)?;
         tracing::info!(
@@ -1545,8 +1560,16 @@ impl DbInner {
         let _w = self.switch.exclusive();
         let mut m = self.manifest.lock();
         let (man, state) = &mut *m;
-        let (edit, extra) = make(state)?;
+        let (mut edit, extra) = make(state)?;
         let changes = schema_feed::changes(state, &edit);
+        // The record rides in the edit too: should a crash come between the edit and the
+        // record, recovery appends it (SPEC.md §16.10). Every seq used so far is visible (the
+        // exclusive gate), so the record's seq will be above `after`.
+        let payload = (!changes.is_empty()).then(|| schema_feed::encode(&changes));
+        edit.schema_record = payload.as_ref().map(|p| SchemaRecord {
+            after: self.visibility.read_point().max(state.last_seq()),
+            payload: p.clone(),
+        });
         if let Err(e) = man.log_and_apply(state, edit) {
             if let Some(p) = man.poison_reason() {
                 self.poison(p.clone());
@@ -1556,10 +1579,14 @@ impl DbInner {
         let mut sv = self.sv.write();
         *sv = Arc::new(SuperVersion::build(state, Some(&sv)));
         drop((sv, m));
+        crate::kill_point!("schema.after_edit");
         // Still under the exclusive gate: the record's seq sits between the writes before the
         // change and those after it (see `schema_feed`). A failure there poisons the
-        // database but is not this call's: the edit stands (callers undo work on an error).
-        self.log_schema_changes(&changes);
+        // database but is not this call's: the edit stands (callers undo work on an error),
+        // and the next open appends the record from the edit.
+        if let Some(p) = &payload {
+            self.log_schema_record(p);
+        }
         Ok(extra)
     }
 
@@ -1778,6 +1805,7 @@ fn replay_wal(
             .iter()
             .map(|r| (r.segment, r.start, r.end - r.start))
             .collect(),
+        schema_record_relogged: false,
     };
     Ok((report, range_deletes))
 }

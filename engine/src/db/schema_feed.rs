@@ -28,9 +28,13 @@
 //!   families, so the log stays readable by them.
 //! - The record is appended after the manifest edit is durable, under the same exclusive
 //!   switch gate, with `FsyncWal`: its seq is above every write before the change and below
-//!   every write after it, and it survives a power loss once the call returns. A crash between
-//!   the edit and the record loses the record (the change itself stands): a consumer that meets
-//!   a table or family it lacks reads the descriptor (`Db::describe`) instead.
+//!   every write after it, and it survives a power loss once the call returns.
+//! - The edit carries the record's payload (`schema_record`, §17.3), with the highest seq in use
+//!   when it was made: a crash between the edit and the record (or a failed append) leaves a
+//!   log and manifest whose seqs stop at or below that, and the next open appends the record
+//!   then, before any write (`Db::open`). Logging the record ahead of the edit, as row-range
+//!   deletes are, would need recovery to redo the edit from it, which a clone or restore
+//!   (files linked under new ids) cannot be.
 
 use cellar_format::CellType;
 
@@ -231,7 +235,7 @@ pub(super) fn changes(state: &ManifestState, edit: &VersionEdit) -> Vec<SchemaCh
 }
 
 /// The batch payload of a schema record.
-fn encode(changes: &[SchemaChange]) -> Vec<u8> {
+pub(super) fn encode(changes: &[SchemaChange]) -> Vec<u8> {
     let muts: Vec<Mutation> = changes
         .iter()
         .map(|c| {
@@ -348,15 +352,13 @@ pub(super) fn decode(m: &MutationRef<'_>) -> std::result::Result<SchemaChange, S
 }
 
 impl DbInner {
-    /// Log `changes` as one schema record: called under the exclusive switch gate, right after
-    /// the manifest edit that made them is durable. A failed append poisons the database (the
-    /// record's seq would never become visible, and the feed would miss the changes) but is
-    /// not returned: the edit stands, and callers undo their work when told it failed.
-    pub(super) fn log_schema_changes(&self, changes: &[SchemaChange]) {
-        if changes.is_empty() {
-            return;
-        }
-        match self.wal.append(&encode(changes), Durability::FsyncWal) {
+    /// Log one schema record (`payload`, from [`encode`]): called under the exclusive switch
+    /// gate, right after the manifest edit that made the changes (and carries the record) is
+    /// durable. A failed append poisons the database (the record's seq would never become
+    /// visible) but is not returned: the edit stands, callers undo their work when told it
+    /// failed, and the next open appends the record from the edit.
+    pub(super) fn log_schema_record(&self, payload: &[u8]) {
+        match self.wal.append(payload, Durability::FsyncWal) {
             // Every write before holds the gate's shared side until it is visible, so the
             // read point reaches this seq at once.
             Ok(seq) => self.visibility.complete(seq),

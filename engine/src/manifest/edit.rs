@@ -33,6 +33,8 @@
 //!                           (safe to ignore; names an added_file of the same edit)
 //! 0x4002  file_range_clean  len varint32 | family varint32 | number varint64 | seq varint64
 //!                           (safe to ignore; names an added_file of the same edit)
+//! 0x4003  schema_record     len varint32 | after varint64 | payload (the rest of the body)
+//!                           (safe to ignore; at most once per edit)
 //!
 //! family descriptor := name bytes | max_versions varint32 | min_versions varint32
 //!                      | ttl_ms varint64 (0 = forever) | keep_deleted u8 | bloom_code u8
@@ -97,6 +99,9 @@ pub mod tag {
     /// The seq through which an added file holds nothing a row-range delete masks (safe to
     /// ignore: an older reader only rewrites the file once more).
     pub const FILE_RANGE_CLEAN: u32 = SAFE_TO_IGNORE | 2;
+    /// The change-feed record of a schema edit, kept so recovery can log it again when a
+    /// crash lost it (safe to ignore: an older reader only leaves a lost record lost).
+    pub const SCHEMA_RECORD: u32 = SAFE_TO_IGNORE | 3;
 }
 
 /// Persisted codes of [`KeepDeletedCells`]: never renumber.
@@ -151,6 +156,20 @@ pub struct VersionEdit {
     pub range_deletes: Vec<(FamilyId, RangeDelete)>,
     /// Row-range deletes removed: (family, seq).
     pub range_deletes_gone: Vec<(FamilyId, SeqNo)>,
+    /// The schema record (SPEC.md §16.10) this edit's changes are logged as, right after it.
+    pub schema_record: Option<SchemaRecord>,
+}
+
+/// A schema edit's change-feed record, as the edit that made the changes carries it: the WAL
+/// record is appended only after the edit is durable, so a crash in between would lose it;
+/// recovery finds it here and appends it then (SPEC.md §16.10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaRecord {
+    /// Every seq the database had used when the edit was made: the record, once appended,
+    /// takes a higher one, so a log and manifest whose seqs stop here do not hold it.
+    pub after: SeqNo,
+    /// The record's BATCH payload (§16.10), exactly as appended.
+    pub payload: Vec<u8>,
 }
 
 /// Why an encoded edit is malformed.
@@ -317,6 +336,13 @@ impl VersionEdit {
                 put_varint32(&mut out, tag::FILE_RANGE_CLEAN);
                 put_bytes(&mut out, &body);
             }
+        }
+        if let Some(r) = &self.schema_record {
+            let mut body = Vec::with_capacity(10 + r.payload.len());
+            put_varint64(&mut body, r.after);
+            body.extend_from_slice(&r.payload);
+            put_varint32(&mut out, tag::SCHEMA_RECORD);
+            put_bytes(&mut out, &body);
         }
         out
     }
@@ -559,6 +585,16 @@ fn decode_field(
             cleans.push((start, family, number, seq));
             Ok(())
         }
+        tag::SCHEMA_RECORD => {
+            let mut b = Cursor::new(c.len_prefixed("schema_record body")?);
+            let after = b.varint64("schema_record after")?;
+            let payload = b.take(b.remaining(), "schema_record payload")?.to_vec();
+            set_once(
+                &mut e.schema_record,
+                SchemaRecord { after, payload },
+                "schema_record",
+            )
+        }
         t if t & tag::SAFE_TO_IGNORE != 0 => {
             // A field from a newer writer that declared it optional: skip its body whole.
             c.len_prefixed("ignorable field body")?;
@@ -689,7 +725,53 @@ mod tests {
                 ),
             ],
             range_deletes_gone: vec![(3, 17), (4, u64::MAX)],
+            schema_record: None,
         }
+    }
+
+    #[test]
+    fn schema_record_is_safe_to_ignore_and_at_most_once() {
+        let mut e = full_edit();
+        e.schema_record = Some(SchemaRecord {
+            after: 1 << 40,
+            payload: b"batch payload".to_vec(),
+        });
+        let b = e.encode();
+        assert_eq!(VersionEdit::decode(&b).unwrap(), e);
+        // Last, safe to ignore: tag 0x4003, its length, `after`, the payload.
+        let mut body = Vec::new();
+        put_varint64(&mut body, 1 << 40);
+        body.extend_from_slice(b"batch payload");
+        let mut tail = Vec::new();
+        put_varint32(&mut tail, tag::SCHEMA_RECORD);
+        put_bytes(&mut tail, &body);
+        assert!(b.ends_with(&tail), "{}", hex(&b));
+        assert_eq!(
+            tag::SCHEMA_RECORD & tag::SAFE_TO_IGNORE,
+            tag::SAFE_TO_IGNORE
+        );
+        // A reader that does not know the tag skips it.
+        assert_eq!(
+            VersionEdit::decode(&b[..b.len() - tail.len()]).unwrap(),
+            full_edit()
+        );
+        // An empty payload is kept as such; twice in one edit, or cut short, is corrupt.
+        let mut empty = Vec::new();
+        put_varint32(&mut empty, tag::SCHEMA_RECORD);
+        put_bytes(&mut empty, &[5]);
+        assert_eq!(
+            VersionEdit::decode(&empty).unwrap().schema_record,
+            Some(SchemaRecord {
+                after: 5,
+                payload: Vec::new()
+            })
+        );
+        let err = VersionEdit::decode(&[tail.clone(), tail.clone()].concat()).unwrap_err();
+        assert!(err.what.contains("twice"), "{err:?}");
+        let mut cut = Vec::new();
+        put_varint32(&mut cut, tag::SCHEMA_RECORD);
+        put_bytes(&mut cut, &[0x80]);
+        assert!(VersionEdit::decode(&cut).is_err());
     }
 
     #[test]

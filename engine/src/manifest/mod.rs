@@ -46,7 +46,7 @@ pub mod version;
 use std::path::{Path, PathBuf};
 
 pub use current::{CURRENT, CURRENT_TMP};
-pub use edit::{EditError, TableEntry, VersionEdit};
+pub use edit::{EditError, SchemaRecord, TableEntry, VersionEdit};
 pub use log::{manifest_file_name, parse_manifest_file_name, LogSummary, TornTail};
 pub use version::{Levels, ManifestState, Version, NUM_LEVELS, WAL_FORMAT};
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use cellar_format::cell::compare_keys;
 
-use super::edit::{ttl_ms, TableEntry, VersionEdit};
+use super::edit::{ttl_ms, SchemaRecord, TableEntry, VersionEdit};
 use crate::error::{Error, Result};
 use crate::schema::{validate_name, FamilyDescriptor, TableName, DEFAULT_NAMESPACE};
 use crate::types::{FamilyId, FileMeta, FileNumber, RangeDelete, SeqNo, TableId};
@@ -122,6 +122,9 @@ pub struct ManifestState {
     wal_format: u32,
     /// Row-range deletes per family, in seq order (SPEC.md §13 rule 8).
     range_deletes: BTreeMap<FamilyId, Vec<RangeDelete>>,
+    /// The last schema edit's change-feed record (SPEC.md §16.10): recovery appends it again
+    /// when neither the log nor the manifest reaches past its `after`.
+    schema_record: Option<SchemaRecord>,
     current: Arc<Version>,
 }
 
@@ -153,6 +156,7 @@ impl ManifestState {
             flushed_seq: BTreeMap::new(),
             wal_format: 0,
             range_deletes: BTreeMap::new(),
+            schema_record: None,
             current: Arc::new(Version::default()),
         }
     }
@@ -246,6 +250,11 @@ impl ManifestState {
         self.range_deletes.get(&family).map_or(&[], Vec::as_slice)
     }
 
+    /// The last schema edit's change-feed record, if any edit carried one.
+    pub fn schema_record(&self) -> Option<&SchemaRecord> {
+        self.schema_record.as_ref()
+    }
+
     /// The current version.
     pub fn current(&self) -> &Arc<Version> {
         &self.current
@@ -279,6 +288,7 @@ impl ManifestState {
                 .flat_map(|(f, ds)| ds.iter().map(|d| (*f, d.clone())))
                 .collect(),
             range_deletes_gone: Vec::new(),
+            schema_record: self.schema_record.clone(),
         }
     }
 
@@ -484,6 +494,9 @@ impl ManifestState {
             ));
         }
         raise(&mut self.wal_format, e.wal_format, "wal_format")?;
+        if let Some(r) = &e.schema_record {
+            self.schema_record = Some(r.clone());
+        }
         // Counters always end past every id in use, so an edit that names an id without
         // bumping the counter cannot lead to reuse.
         if let Some(&max) = live.last() {
@@ -943,11 +956,32 @@ mod tests {
             last_seq: Some(100),
             log_number: Some(4),
             create_namespaces: vec!["x".into()],
+            schema_record: Some(SchemaRecord {
+                after: 99,
+                payload: b"x created".to_vec(),
+            }),
             ..Default::default()
         })
         .unwrap();
+        // A later edit without a record leaves the last one; one with a record replaces it.
+        s.apply(&VersionEdit {
+            last_seq: Some(101),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.schema_record().map(|r| r.after), Some(99));
         let mut r = ManifestState::empty();
         r.apply(&s.snapshot_edit()).unwrap();
         assert_eq!(r, s);
+        s.apply(&VersionEdit {
+            create_namespaces: vec!["y".into()],
+            schema_record: Some(SchemaRecord {
+                after: 101,
+                payload: b"y created".to_vec(),
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.schema_record().map(|r| r.after), Some(101));
     }
 }

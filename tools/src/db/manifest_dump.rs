@@ -61,6 +61,15 @@ struct RangeDeleteJson {
     seq: u64,
 }
 
+/// The change-feed record a schema edit carries (SPEC.md §16.10).
+#[derive(Debug, Serialize)]
+struct SchemaRecordJson {
+    /// Every seq used before the edit: the record in the log is above it.
+    after: u64,
+    /// Size of the record's payload.
+    bytes: usize,
+}
+
 #[derive(Debug, Serialize)]
 struct RangeDeleteGoneJson {
     family_id: u32,
@@ -104,6 +113,8 @@ struct EditJson {
     range_deletes: Vec<RangeDeleteJson>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     range_deletes_gone: Vec<RangeDeleteGoneJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema_record: Option<SchemaRecordJson>,
 }
 
 #[derive(Debug, Serialize)]
@@ -201,6 +212,10 @@ fn edit_json(index: usize, l: &LoggedEdit) -> EditJson {
             .iter()
             .map(|&(family_id, seq)| RangeDeleteGoneJson { family_id, seq })
             .collect(),
+        schema_record: e.schema_record.as_ref().map(|r| SchemaRecordJson {
+            after: r.after,
+            bytes: r.payload.len(),
+        }),
     }
 }
 
@@ -295,6 +310,12 @@ fn edit_text(e: &EditJson, names: &Names, s: &mut String) {
     }
     for ns in &e.drop_namespaces {
         s.push_str(&format!("  drop_namespace {ns}\n"));
+    }
+    if let Some(r) = &e.schema_record {
+        s.push_str(&format!(
+            "  schema_record of {} bytes, logged after seq {}\n",
+            r.bytes, r.after
+        ));
     }
 }
 
