@@ -1,6 +1,7 @@
 //! Range estimates and split points (`Table::estimate_range`, `Table::split_point`): from the
 //! files' indexes, sizes that add up over adjacent ranges and grow with the rows they cover,
-//! and a split row near the middle of the largest family's largest file.
+//! and a split row near the middle of the largest family's largest file; memstore cells
+//! estimated apart, from their skip lists.
 
 use cellar::{Db, Error, FamilyDescriptor, Options, Put, TableDescriptor};
 
@@ -89,6 +90,51 @@ fn estimates_add_up_and_follow_the_rows() {
             "split at {at}, compacted {compacted}"
         );
     }
+}
+
+/// Cells not yet flushed are estimated apart from the files, in every memstore of the range's
+/// families (active and frozen), adding up over adjacent ranges; a flush moves them to the
+/// files' figures.
+#[test]
+fn memstore_cells_are_estimated_apart() {
+    let d = tempfile::tempdir().unwrap();
+    let db = setup(d.path());
+    let t = db.table("t").unwrap();
+    let flushed = t.estimate_range(b"", b"").unwrap();
+    assert_eq!((flushed.memstore_cells, flushed.memstore_bytes), (0, 0));
+    // Rows past the flushed ones: 40,000 cells in `big`, 4,000 in `small`.
+    let more = 40_000;
+    for i in ROWS..ROWS + more {
+        let mut p = Put::new(key(i)).add("big", "q", vec![b'y'; 100]);
+        if i % 10 == 0 {
+            p = p.add("small", "q", vec![b's'; 10]);
+        }
+        t.put(p).unwrap();
+    }
+    let all = t.estimate_range(b"", b"").unwrap();
+    assert_eq!(
+        (all.bytes, all.cells, all.files),
+        (flushed.bytes, flushed.cells, flushed.files)
+    );
+    assert_eq!(all.memstore_cells, u64::from(more + more / 10));
+    assert!(all.memstore_bytes > u64::from(more) * 100, "{all:?}");
+    // The first half of the new rows: about half the cells, within 5%.
+    let cut = key(ROWS + more / 2);
+    let (a, b) = (
+        t.estimate_range(&key(ROWS), &cut).unwrap(),
+        t.estimate_range(&cut, b"").unwrap(),
+    );
+    let half = u64::from(more + more / 10) / 2;
+    assert!(a.memstore_cells.abs_diff(half) <= half / 20, "{a:?}");
+    assert_eq!(a.memstore_cells + b.memstore_cells, all.memstore_cells);
+    assert_eq!(a.files, 0, "no file holds those rows");
+    // Rows only the files hold: no memstore cell.
+    assert_eq!(t.estimate_range(b"", &key(ROWS)).unwrap().memstore_cells, 0);
+    // A flush moves them to the files.
+    db.flush().unwrap();
+    let after = t.estimate_range(b"", b"").unwrap();
+    assert_eq!((after.memstore_cells, after.memstore_bytes), (0, 0));
+    assert_eq!(after.cells, all.cells + all.memstore_cells);
 }
 
 #[test]

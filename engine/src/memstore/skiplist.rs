@@ -740,6 +740,44 @@ impl SkipList {
     pub(crate) fn last_below(&self, k: &[u8]) -> Option<Entry<'_>> {
         self.live_at(self.find_last(Some(k), false).0)
     }
+
+    /// Walk level `level`'s chain once and count its nodes: those with a key below `start`,
+    /// those below `stop` (`None`: every node), and all of them. A node reaches level `l` with
+    /// probability 4^-l, independently of its key, so the counts at a level that has a few
+    /// thousand nodes give the share of a range to a few percent, in a few thousand steps
+    /// (RocksDB's `EstimateCount` takes one search instead, but each of its steps at level `l`
+    /// stands for 4^l entries, which was 23% off for half of 100,000 cells).
+    pub(crate) fn count_at_level(
+        &self,
+        level: usize,
+        start: &[u8],
+        stop: Option<&[u8]>,
+    ) -> (u64, u64, u64) {
+        if level >= MAX_HEIGHT {
+            return (0, 0, 0);
+        }
+        let (start, stop) = (KeyProbe::new(start), stop.map(KeyProbe::new));
+        let (mut below_start, mut below_stop, mut total) = (0u64, 0u64, 0u64);
+        // SAFETY: the head has every link.
+        let mut n = self.follow(unsafe { link(self.head, level) });
+        while !n.is_null() {
+            // SAFETY: `n` is a linked node reached at `level`, so it has a link there.
+            let k = unsafe { key(n) };
+            total += 1;
+            if start.order_of(k) == Ordering::Less {
+                below_start += 1;
+            }
+            if stop
+                .as_ref()
+                .is_none_or(|s| s.order_of(k) == Ordering::Less)
+            {
+                below_stop += 1;
+            }
+            // SAFETY: as above.
+            n = self.follow(unsafe { link(n, level) });
+        }
+        (below_start, below_stop, total)
+    }
 }
 
 /// Write a node's null links, lengths and data in the allocation at `p`; returns the node
