@@ -337,6 +337,51 @@ fn verify_clean_database() {
     assert_eq!(v["wal"]["records"], 2);
 }
 
+/// A schema change whose change-feed record never reached the log (the append failed after
+/// the manifest edit, as a crash there would leave it): a warning, exit 0, until an open
+/// appends the record.
+#[test]
+fn verify_warns_of_a_schema_record_the_next_open_appends() {
+    use cellar::fs::{Fault, FaultFs, OpKind, RealFs, Rule};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("db");
+    let fs = FaultFs::new(RealFs);
+    let db = Db::open(
+        &dir,
+        Options {
+            fs: Arc::new(fs.clone()),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf")))
+        .unwrap();
+    fs.add_rule(
+        Rule::on(OpKind::Write, Fault::Eio)
+            .path("/wal/")
+            .persistent(),
+    );
+    db.alter_table(TableDescriptor::new("t").family(FamilyDescriptor::new("cf").max_versions(5)))
+        .unwrap();
+    assert!(db.poisoned().is_some(), "the failed append poisons");
+    drop(db);
+    let r = cellar(&["verify", "db"], d.path());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("warning: the last schema change's change-feed record is not in the log"),
+        "{}",
+        r.stdout
+    );
+    let db = Db::open(&dir, Options::default()).unwrap();
+    assert!(db.stats().recovery.schema_record_relogged);
+    drop(db);
+    let r = cellar(&["verify", "db"], d.path());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.ends_with("verify db: OK\n"), "{}", r.stdout);
+}
+
 #[test]
 fn verify_finds_a_damaged_hfile() {
     let d = db();
