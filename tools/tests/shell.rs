@@ -1352,3 +1352,79 @@ enable 't'
         assert!(n == written || n == 0, "{family}: {listed:?}");
     }
 }
+
+/// `approxsize` gives what `Table::estimate_range` and `Table::split_point` give: unflushed
+/// rows in the memstore columns, flushed ones in the files' (the same figures the Rust API
+/// reads after the shell exits), a range and a prefix, and an unknown table as an error.
+#[test]
+fn approxsize_agrees_with_the_rust_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut script = String::from("create 't', 'cf'\n");
+    for i in 0..300 {
+        script += &format!("put 't', 'r{i:03}', 'cf:q', '{}'\n", "v".repeat(1000));
+    }
+    script += "approxsize 't'
+flush 't'
+approxsize 't'
+approxsize 't', {STARTROW => 'r100', STOPROW => 'r200'}
+approxsize 't', {ROWPREFIXFILTER => 'x'}
+approxsize 'nope'
+";
+    let r = shell(&db, &["--format", "json"], &script);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let lines = json_lines(&r.stdout);
+    let n = lines.len();
+    assert_eq!(n, 307, "{}", r.stdout);
+    // Before the flush: every cell in the memstore, counted exactly for the whole table.
+    let mem = &lines[n - 6];
+    assert_eq!(
+        (&mem["files"], &mem["cells"], &mem["memstore_cells"]),
+        (&0.into(), &0.into(), &300.into()),
+        "{mem}"
+    );
+    assert!(
+        mem["memstore_bytes"].as_u64().unwrap() > 300 * 1000,
+        "{mem}"
+    );
+    assert_eq!(
+        mem["split_point"],
+        serde_json::Value::Null,
+        "no file to split"
+    );
+    // After: the files' figures, as the Rust API reads them.
+    let d = Db::open(&db, Options::default()).unwrap();
+    let t = d.table("t").unwrap();
+    for (line, (start, stop)) in [
+        (&lines[n - 4], (&b""[..], &b""[..])),
+        (&lines[n - 3], (&b"r100"[..], &b"r200"[..])),
+        (&lines[n - 2], (&b"x"[..], &b"y"[..])),
+    ] {
+        let e = t.estimate_range(start, stop).unwrap();
+        let split = t
+            .split_point()
+            .unwrap()
+            .map(|p| String::from_utf8(p).unwrap());
+        let want = serde_json::json!({
+            "ok": true,
+            "bytes": e.bytes,
+            "cells": e.cells,
+            "files": e.files,
+            "memstore_bytes": 0,
+            "memstore_cells": 0,
+            "split_point": split,
+        });
+        assert_eq!(line, &want);
+    }
+    assert_eq!(lines[n - 4]["cells"], 300);
+    assert_eq!(lines[n - 2]["files"], 0, "no row starts with x");
+    assert!(lines[n - 4]["split_point"].is_string());
+    assert_error(r.stdout.lines().last().unwrap(), "TableNotFound");
+    drop((t, d));
+    // Text: files, memstores, split point.
+    let r = shell(&db, &["-e", "approxsize 't'"], "");
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert!(r.stdout.starts_with("            BYTES"), "{}", r.stdout);
+    assert!(r.stdout.contains("\n files      "), "{}", r.stdout);
+    assert!(r.stdout.contains("\nsplit point: r"), "{}", r.stdout);
+}

@@ -464,6 +464,14 @@ impl Shell {
             }
             // Listed for a disabled table too, as describe is: it reads the schema, not data.
             Command::ListRangeDeletes { table } => Output::RangeDeletes(db.range_deletes(table)?),
+            // Metadata, as list_range_deletes: answered for a disabled table too.
+            Command::ApproxSize { table, start, stop } => {
+                let t = db.table(table)?;
+                Output::ApproxSize {
+                    estimate: t.estimate_range(start, stop)?,
+                    split_point: t.split_point()?,
+                }
+            }
             Command::Incr {
                 table,
                 row,

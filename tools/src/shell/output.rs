@@ -95,6 +95,13 @@ pub enum Output {
     FeedSlots(Vec<cellar::FeedSlotInfo>),
     /// `list_range_deletes`: (family, delete), in seq order.
     RangeDeletes(Vec<(String, RangeDelete)>),
+    /// `approxsize`: the range's estimate and the table's split point.
+    ApproxSize {
+        /// `Table::estimate_range`.
+        estimate: cellar::RangeEstimate,
+        /// `Table::split_point`.
+        split_point: Option<Vec<u8>>,
+    },
     /// `exit`.
     Exit,
 }
@@ -624,6 +631,33 @@ impl Output {
                 );
                 out.push_str(&format!("{} row(s)\n", list.len()));
             }
+            Output::ApproxSize {
+                estimate: e,
+                split_point,
+            } => {
+                columns(
+                    &["", "BYTES", "CELLS", "FILES"],
+                    vec![
+                        vec![
+                            " files".into(),
+                            e.bytes.to_string(),
+                            e.cells.to_string(),
+                            e.files.to_string(),
+                        ],
+                        vec![
+                            " memstores".into(),
+                            e.memstore_bytes.to_string(),
+                            e.memstore_cells.to_string(),
+                            String::new(),
+                        ],
+                    ],
+                    &mut out,
+                );
+                match split_point {
+                    Some(p) => out.push_str(&format!("split point: {}\n", bin(p))),
+                    None => out.push_str("split point: none\n"),
+                }
+            }
             Output::Exit => return String::new(),
         }
         out.push_str(&format!("Took {:.4} seconds\n", took.as_secs_f64()));
@@ -703,6 +737,30 @@ impl Output {
             Output::RangeDeletes(list) => {
                 let list: Vec<_> = list.iter().map(range_delete_json).collect();
                 format!(r#"{{"ok":true,"range_deletes":{}}}"#, json(&list))
+            }
+            Output::ApproxSize {
+                estimate: e,
+                split_point,
+            } => {
+                #[derive(Serialize)]
+                struct Shape {
+                    ok: bool,
+                    bytes: u64,
+                    cells: u64,
+                    files: u64,
+                    memstore_bytes: u64,
+                    memstore_cells: u64,
+                    split_point: Option<String>,
+                }
+                json(&Shape {
+                    ok: true,
+                    bytes: e.bytes,
+                    cells: e.cells,
+                    files: e.files,
+                    memstore_bytes: e.memstore_bytes,
+                    memstore_cells: e.memstore_cells,
+                    split_point: split_point.as_deref().map(bin),
+                })
             }
         }
     }
@@ -797,6 +855,31 @@ mod tests {
             out.json(),
             r#"{"ok":true,"rows":1,"cells":[{"row":"r1","column":"cf:q","timestamp":123,"type":"Put","value":"v"},{"row":"r1","column":"cf:","timestamp":99,"type":"DeleteFamily","value":""}]}"#
         );
+    }
+
+    #[test]
+    fn approxsize_prints_files_and_memstores_and_one_json_line() {
+        let mut estimate = cellar::RangeEstimate::default();
+        (estimate.bytes, estimate.cells, estimate.files) = (4096, 100, 2);
+        (estimate.memstore_bytes, estimate.memstore_cells) = (700, 5);
+        let out = Output::ApproxSize {
+            estimate,
+            split_point: Some(b"r\xff".to_vec()),
+        };
+        assert_eq!(
+            out.text(Duration::ZERO),
+            "            BYTES  CELLS  FILES\n files      4096   100    2\n memstores  700    5\nsplit point: r\\xFF\nTook 0.0000 seconds\n"
+        );
+        assert_eq!(
+            out.json(),
+            r#"{"ok":true,"bytes":4096,"cells":100,"files":2,"memstore_bytes":700,"memstore_cells":5,"split_point":"r\\xFF"}"#
+        );
+        let none = Output::ApproxSize {
+            estimate: cellar::RangeEstimate::default(),
+            split_point: None,
+        };
+        assert!(none.json().ends_with(r#""split_point":null}"#));
+        assert!(none.text(Duration::ZERO).contains("split point: none\n"));
     }
 
     #[test]

@@ -248,6 +248,13 @@ pub enum Command {
     ListRangeDeletes {
         table: String,
     },
+    /// `approxsize 't'[, {...}]`: `Table::estimate_range` over `[start, stop)` (an empty
+    /// `stop`: to the end) and the table's `Table::split_point`.
+    ApproxSize {
+        table: String,
+        start: Vec<u8>,
+        stop: Vec<u8>,
+    },
     Incr {
         table: String,
         row: Vec<u8>,
@@ -409,6 +416,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("deleteall", "deleteall 't', 'row' | {ROWPREFIXFILTER => 'p'}[, 'cf:q' | 'cf'][, ts]", "Delete rows or columns"),
     ("delete_rows", "delete_rows 't', {STARTROW => 'a', STOPROW => 'b' | ROWPREFIXFILTER => 'p', COLUMN => 'cf' | COLUMNS => ['cf1', 'cf2'], TIMESTAMP => ts} ({} deletes every row)", "Delete a range of rows with one write, whatever their number (a Cellar extension)"),
     ("list_range_deletes", "list_range_deletes 't'", "List a table's live row-range deletes (a Cellar extension)"),
+    ("approxsize", "approxsize 't'[, {STARTROW => 'a', STOPROW => 'b' | ROWPREFIXFILTER => 'p'}]", "Estimate the bytes and cells of a range of rows, in the files (from their indexes) and apart in the memstores, and give the table's split point (ldb's approxsize; a Cellar extension)"),
     ("incr", "incr 't', 'row', 'cf:q'[, n]", "Add to a counter"),
     ("get_counter", "get_counter 't', 'row', 'cf:q'", "Read a counter"),
     ("append", "append 't', 'row', 'cf:q', 'value'", "Append to a value"),
@@ -1357,6 +1365,18 @@ fn command(name: &str, pos: Pos, mut a: Args) -> Result<Command, ShellError> {
         }
         "delete_rows" => delete_rows(&mut a)?,
         "list_range_deletes" => Command::ListRangeDeletes { table: a.table()? },
+        "approxsize" => {
+            let table = a.table()?;
+            let (start, stop) = match a.opt_map()? {
+                Some(mut m) => {
+                    let range = row_range(&mut m)?;
+                    m.done(&[])?;
+                    range
+                }
+                None => (Vec::new(), Vec::new()),
+            };
+            Command::ApproxSize { table, start, stop }
+        }
         "incr" => {
             let table = a.table()?;
             let row = a.bytes("a row key string")?;
@@ -1744,11 +1764,41 @@ fn delete_rows(a: &mut Args) -> Result<Command, ShellError> {
         return Err(a.usage_err(r.pos, what));
     };
     let mut m = MapArgs::new(pairs, "delete_rows")?;
-    // The same spellings as scan's, so a scan's range can be pasted as is.
-    let start = take_alias(&mut m, &["STARTROW", "STARTKEY"])?;
-    let stop = take_alias(&mut m, &["STOPROW", "ENDROW", "ENDKEY"])?;
+    let (start, stop) = row_range(&mut m)?;
+    let mut families: Option<Vec<String>> = None;
+    for key in ["COLUMN", "COLUMNS"] {
+        let Some(v) = m.take(key) else { continue };
+        let list = match &v.val {
+            Val::List(items) if items.is_empty() => {
+                return Err(err(v.pos, format!("{key} names no family")));
+            }
+            Val::List(items) => items
+                .iter()
+                .map(delete_rows_family)
+                .collect::<Result<_, _>>()?,
+            _ => vec![delete_rows_family(&v)?],
+        };
+        families.get_or_insert_with(Vec::new).extend(list);
+    }
+    let ts = m.take("TIMESTAMP").map(|v| timestamp(&v)).transpose()?;
+    m.done(&[])?;
+    Ok(Command::DeleteRows {
+        table,
+        start,
+        stop,
+        families,
+        ts,
+    })
+}
+
+/// The rows `[start, stop)` of `delete_rows` and `approxsize` (an empty stop: to the end of the
+/// table): `STARTROW`/`STOPROW` with scan's spellings, so a scan's range can be pasted as is,
+/// or `ROWPREFIXFILTER` alone.
+fn row_range(m: &mut MapArgs) -> Result<(Vec<u8>, Vec<u8>), ShellError> {
+    let start = take_alias(m, &["STARTROW", "STARTKEY"])?;
+    let stop = take_alias(m, &["STOPROW", "ENDROW", "ENDKEY"])?;
     let prefix = m.take("ROWPREFIXFILTER");
-    let (start, stop) = match prefix {
+    Ok(match prefix {
         Some(p) => {
             if start.is_some() || stop.is_some() {
                 return Err(err(
@@ -1781,30 +1831,6 @@ fn delete_rows(a: &mut Args) -> Result<Command, ShellError> {
             };
             (start, stop)
         }
-    };
-    let mut families: Option<Vec<String>> = None;
-    for key in ["COLUMN", "COLUMNS"] {
-        let Some(v) = m.take(key) else { continue };
-        let list = match &v.val {
-            Val::List(items) if items.is_empty() => {
-                return Err(err(v.pos, format!("{key} names no family")));
-            }
-            Val::List(items) => items
-                .iter()
-                .map(delete_rows_family)
-                .collect::<Result<_, _>>()?,
-            _ => vec![delete_rows_family(&v)?],
-        };
-        families.get_or_insert_with(Vec::new).extend(list);
-    }
-    let ts = m.take("TIMESTAMP").map(|v| timestamp(&v)).transpose()?;
-    m.done(&[])?;
-    Ok(Command::DeleteRows {
-        table,
-        start,
-        stop,
-        families,
-        ts,
     })
 }
 
@@ -2106,6 +2132,44 @@ mod tests {
             Command::ListRangeDeletes {
                 table: "ns:t".into()
             }
+        );
+    }
+
+    #[test]
+    fn approxsize_takes_a_table_and_an_optional_row_range() {
+        let range = |src: &str| match one(src).unwrap() {
+            Command::ApproxSize { table, start, stop } => (table, start, stop),
+            c => panic!("{c:?}"),
+        };
+        assert_eq!(range("approxsize 't'"), ("t".into(), vec![], vec![]));
+        assert_eq!(
+            range("approxsize 'ns:t', {}"),
+            ("ns:t".into(), vec![], vec![])
+        );
+        assert_eq!(
+            range("approxsize 't', {STARTROW => 'a', ENDROW => 'b'}"),
+            ("t".into(), b"a".to_vec(), b"b".to_vec())
+        );
+        assert_eq!(
+            range("approxsize 't', {ROWPREFIXFILTER => 'r1'}"),
+            ("t".into(), b"r1".to_vec(), b"r2".to_vec())
+        );
+        let usage = usage("approxsize");
+        assert_eq!(
+            err_text("approxsize 't', {STARTROW => 'b', STOPROW => 'a'}"),
+            "line 1, column 46: STOPROW must be after STARTROW (leave it out, or '', for the end of the table)"
+        );
+        assert_eq!(
+            err_text("approxsize 't', {LIMIT => 1}"),
+            format!("line 1, column 18: unknown key LIMIT for approxsize (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("approxsize 't', 'a'"),
+            format!("line 1, column 17: unexpected argument (usage: {usage})")
+        );
+        assert_eq!(
+            err_text("approxsize"),
+            format!("line 1, column 11: expected a table name string (usage: {usage})")
         );
     }
 
