@@ -38,6 +38,14 @@
 //!   and `create_table`). These found two engine bugs: sequence numbers given out again after
 //!   a dropped table's unflushed writes and two idle reopens, and a flush poisoning the
 //!   database when its family was dropped under it (tests in `db_recovery.rs`).
+//! - A third of the sequences delete a range of rows once to three times
+//!   (`Table::delete_rows_with`, SPEC §13 rule 8: explicit timestamps, every family or some).
+//!   The model gives each row of the range (the rows a sequence can write are known) a
+//!   DeleteFamily marker no read shows, raw ones included, so masking follows the family's
+//!   rules for rows written before and after alike; compactions may then drop the markers
+//!   under it (purge rule 7) and the files it holds whole, which raw reads allow as any
+//!   purge. (With rule 7 dropping markers whatever their timestamp, or KEEP_DELETED_CELLS
+//!   reads applying the delete outside their time range, the default run diverges.)
 //! - One sequence in five takes a table snapshot or two (`Db::snapshot_table`) and restores one
 //!   later (`TableRestore`): the table, settings included, must read as the model kept at the
 //!   snapshot, whatever was written, altered, recreated or truncated since, across reopens and
@@ -101,9 +109,9 @@ use cellar::fs::CrashPolicy;
 use cellar::types::{now_ms, LATEST_TIMESTAMP};
 use cellar::ManualClock;
 use cellar::{
-    Append, BloomType, CheckAndMutate, CompareOp, Db, Delete, FamilyDescriptor, Filter, Get,
-    Increment, KeepDeletedCells, Matcher, Options, Pattern, Put, Row, RowMutations, Scan, Snapshot,
-    Table, TableDescriptor, WriteBatch, WriteOptions,
+    Append, BloomType, CheckAndMutate, CompareOp, Db, Delete, DeleteRows, FamilyDescriptor, Filter,
+    Get, Increment, KeepDeletedCells, Matcher, Options, Pattern, Put, Row, RowMutations, Scan,
+    Snapshot, Table, TableDescriptor, WriteBatch, WriteOptions,
 };
 use differential_model::{
     render, render_rows, text, Compaction, FamSpec, Model, NewCell, OutCell, OutRow, ReadQ,
@@ -425,6 +433,14 @@ enum Op {
     /// Run the compactions the picker finds due (L0 → L1 once two files wait), in the calling
     /// thread (`wait_for_compactions` with no background threads).
     Compact,
+    /// `Table::delete_rows_with` of rows `ROWS[start]..ROWS[stop]` (`None`: to the end of the
+    /// table) at timestamp `ts`, of families `fams` (empty: every family).
+    DeleteRows {
+        start: usize,
+        stop: Option<usize>,
+        fams: Vec<usize>,
+        ts: u64,
+    },
 }
 
 // ---------------------------------------------------------------------------------------
@@ -936,6 +952,7 @@ fn generate(seed: u64, n: usize) -> (Setup, Vec<Op>) {
     let mut ops: Vec<Op> = (0..n).map(|_| g.op()).collect();
     manual_clock(seed, &mut setup, &mut ops);
     alters(seed, &setup, &mut ops);
+    range_deletes(seed, &setup, &mut ops);
     table_snapshots(seed, &mut ops);
     power_losses(seed, &mut setup, &mut ops);
     second_table(seed, &mut setup, &mut ops);
@@ -1147,6 +1164,42 @@ fn table_snapshots(seed: u64, ops: &mut Vec<Op>) {
 
 /// About one sequence in three alters its table once or twice ([`AlterSpec`]), at random
 /// points. A generator of its own, as for the clock.
+/// A third of the sequences delete a range of rows once to three times
+/// (`Table::delete_rows_with`, SPEC §13 rule 8): explicit timestamps among the puts', every
+/// family or some. Drawn from a generator of their own, so the other operations of every seed
+/// stay as they were.
+fn range_deletes(seed: u64, setup: &Setup, ops: &mut Vec<Op>) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xDE1E_7E50_DE1E_7E50);
+    if !rng.random_bool(0.33) || ops.is_empty() {
+        return;
+    }
+    for _ in 0..rng.random_range(1..=3) {
+        let start = rng.random_range(0..ROWS.len());
+        let stop = rng
+            .random_bool(0.7)
+            .then(|| rng.random_range(start + 1..=ROWS.len()))
+            .filter(|&s| s < ROWS.len());
+        let fams = if rng.random_bool(0.5) {
+            Vec::new()
+        } else {
+            (0..setup.fams.len())
+                .filter(|_| rng.random_bool(0.5))
+                .collect()
+        };
+        let ts = rng.random_range(1..=12);
+        insert_anywhere(
+            &mut rng,
+            ops,
+            Op::DeleteRows {
+                start,
+                stop,
+                fams,
+                ts,
+            },
+        );
+    }
+}
+
 fn alters(seed: u64, setup: &Setup, ops: &mut Vec<Op>) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xA17E_A17E_A17E_A17E);
     if !rng.random_bool(0.35) || ops.is_empty() {
@@ -2738,6 +2791,48 @@ fn exec(
                 });
             }
         }
+        Op::DeleteRows {
+            start,
+            stop,
+            fams: which,
+            ts,
+        } => {
+            let stop_row = stop.map_or("", |s| ROWS[s]);
+            let d = which.iter().fold(
+                DeleteRows::new(ROWS[*start], stop_row).timestamp(*ts),
+                |d, &f| d.family(fams[f].name.as_str()),
+            );
+            let seq = eng
+                .t()
+                .delete_rows_with(d)
+                .map_err(|e| engine_err("delete_rows", e))?;
+            eng.took_seq(seq)?;
+            let rows: Vec<&[u8]> = ROWS
+                .iter()
+                .map(|r| r.as_bytes())
+                .filter(|r| {
+                    *r >= ROWS[*start].as_bytes() && (stop.is_none() || *r < stop_row.as_bytes())
+                })
+                .collect();
+            let all: Vec<usize> = if which.is_empty() {
+                (0..fams.len()).collect()
+            } else {
+                which.clone()
+            };
+            model.apply_range_delete(&rows, &all, *ts);
+            // As after any write: a background flush or compaction may follow.
+            if setup.small_buffer {
+                flushed(model);
+            }
+            if setup.bg_compaction {
+                model.compactions.push(Compaction {
+                    seq: model.seq,
+                    family: None,
+                    purges_markers: true,
+                    partial: true,
+                });
+            }
+        }
         Op::Flush => {
             eng.db().flush().map_err(|e| engine_err("flush", e))?;
             flushed(model);
@@ -3142,6 +3237,7 @@ impl Timing {
 fn kind(op: &Op) -> &'static str {
     match op {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) => "write",
+        Op::DeleteRows { .. } => "delete_rows",
         Op::Rmw(..) => "rmw",
         Op::Flush => "flush",
         Op::Reopen | Op::PowerLoss(_) | Op::Kill => "reopen",

@@ -58,6 +58,10 @@ pub struct Entry {
     /// put is no version at all — it counts toward nothing and shadows no older write at its
     /// timestamp — and only raw reads may see it, until a flush drops it.
     pub cell_ttl: Option<u64>,
+    /// A row-range delete's DeleteFamily marker in this row (SPEC §13 rule 8,
+    /// [`Model::apply_range_delete`]): it masks as the marker would, but no read shows it, raw
+    /// ones included (the delete is not a cell).
+    pub range: bool,
 }
 
 impl Entry {
@@ -192,7 +196,35 @@ impl Model {
                 sub: i as u32,
                 value: c.value,
                 cell_ttl: c.cell_ttl,
+                range: false,
             });
+        }
+        seq
+    }
+
+    /// A row-range delete (`Table::delete_rows_with`, SPEC §13 rule 8) of families `fams` at
+    /// `ts`: one write, which is to each row of its range — written before it or after — what a
+    /// DeleteFamily marker at `ts` and its seq would be. The rows a sequence can write are
+    /// known, so `rows` (those of the range) get their markers now, flagged so no read shows
+    /// them. Returns the delete's sequence number.
+    pub fn apply_range_delete(&mut self, rows: &[&[u8]], fams: &[usize], ts: u64) -> u64 {
+        self.seq += 1;
+        let seq = self.seq;
+        for row in rows {
+            for &fam in fams {
+                self.entries.push(Entry {
+                    row: row.to_vec(),
+                    fam,
+                    qual: Vec::new(),
+                    ts,
+                    ty: CellType::DeleteFamily,
+                    seq,
+                    sub: 0,
+                    value: Vec::new(),
+                    cell_ttl: None,
+                    range: true,
+                });
+            }
         }
         seq
     }
@@ -312,7 +344,9 @@ impl Model {
             let mut cells: Vec<&Entry> = view
                 .iter()
                 .copied()
-                .filter(|e| in_range(e.ts) && (is_family_marker(e.ty) || wanted(&e.qual)))
+                .filter(|e| {
+                    !e.range && in_range(e.ts) && (is_family_marker(e.ty) || wanted(&e.qual))
+                })
                 .collect();
             cells.sort_by(|a, b| {
                 a.qual
