@@ -2767,6 +2767,22 @@ fn flushed(model: &mut Model) {
     }
 }
 
+/// What may follow any write: with a tiny write buffer a background flush, and flushes purge;
+/// with background compaction a compaction of any files. The model allows for one of each.
+fn after_write(model: &mut Model, setup: &Setup) {
+    if setup.small_buffer {
+        flushed(model);
+    }
+    if setup.bg_compaction {
+        model.compactions.push(Compaction {
+            seq: model.seq,
+            family: None,
+            purges_markers: true,
+            partial: true,
+        });
+    }
+}
+
 fn exec(
     eng: &mut Engine,
     model: &mut Model,
@@ -2777,19 +2793,7 @@ fn exec(
     match op {
         Op::Put(_) | Op::Delete(_) | Op::Mutate(_) | Op::Batch(_) | Op::Rmw(..) => {
             exec_write(eng, model, op, fams, setup.bg_compaction)?;
-            // With a tiny write buffer a background flush may follow any write, and flushes
-            // purge: allow for one after each.
-            if setup.small_buffer {
-                flushed(model);
-            }
-            if setup.bg_compaction {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: true,
-                    partial: true,
-                });
-            }
+            after_write(model, setup);
         }
         Op::DeleteRows {
             start,
@@ -2820,18 +2824,7 @@ fn exec(
                 which.clone()
             };
             model.apply_range_delete(&rows, &all, *ts);
-            // As after any write: a background flush or compaction may follow.
-            if setup.small_buffer {
-                flushed(model);
-            }
-            if setup.bg_compaction {
-                model.compactions.push(Compaction {
-                    seq: model.seq,
-                    family: None,
-                    purges_markers: true,
-                    partial: true,
-                });
-            }
+            after_write(model, setup);
         }
         Op::Flush => {
             eng.db().flush().map_err(|e| engine_err("flush", e))?;
