@@ -589,6 +589,53 @@ fn files_with_cells_newer_than_it_are_rewritten_without_what_it_masks() {
     );
 }
 
+/// A flush applies the deletes it knows as a compaction does and says so in the manifest
+/// (`file_range_clean`): a file flushed after a ripe delete that cuts it, moved down as it is,
+/// is not rewritten for that delete (which would find nothing to drop).
+#[test]
+fn files_flushed_after_it_are_not_rewritten_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts();
+    o.compaction.target_file_size = 300;
+    o.compaction.level0_file_num_compaction_trigger = 1;
+    // L0 goes to an empty L1, as it is, not into the last level's files it overlaps.
+    o.compaction.dynamic_level_bytes = false;
+    let db = open(dir.path(), o);
+    db.create_table(TableDescriptor::new("t").family(FamilyDescriptor::new("a").block_size(1024)))
+        .unwrap();
+    fill_small(&db, 40, 100, None);
+    let t = db.table("t").unwrap();
+    t.delete_rows_with(DeleteRows::new("r10", "r30").timestamp(200))
+        .unwrap();
+    db.wait_for_compactions().unwrap();
+    let runs = range_delete_compactions(&db);
+    let moves = db.stats().compaction.trivial_moves;
+    // Rows 5..35 again, in one file the delete cuts: old cells (masked inside the range, so
+    // the flush drops them there) and, inside it, large newer ones, most of the file's bytes.
+    for i in 5..35 {
+        let mut p = Put::new(row(i)).add_at("a", "q", 150, "old");
+        if (10..30).contains(&i) {
+            p = p.add_at("a", "p", 300, format!("{i}").repeat(600));
+        }
+        t.put(p).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert!(
+        db.stats().compaction.trivial_moves > moves,
+        "the flushed file moved down as it is"
+    );
+    assert_eq!(
+        range_delete_compactions(&db),
+        runs,
+        "its flush applied the delete: nothing to rewrite it for"
+    );
+    let got = scan(&db, "t", Scan::new().start_row("r09").stop_row("r11"));
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].starts_with("r09/a:q@150=old"), "{got:?}");
+    assert!(got[1].starts_with("r10/a:p@300=10"), "{got:?}");
+}
+
 #[test]
 fn files_it_cuts_are_rewritten_when_it_covers_most_of_them_and_then_left_alone() {
     let dir = tempfile::tempdir().unwrap();

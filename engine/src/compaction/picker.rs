@@ -65,8 +65,8 @@
 //!    rows), when the bytes they cover (`FamilyPolicy::partly_covered`, estimated by the
 //!    database from the file's index, counting only deletes above the file's `range_clean`)
 //!    reach `range_delete_rewrite_ratio` of its size: compacted into itself, largest share
-//!    first. Its outputs record the horizon they were cleaned at (`range_clean`), so the same
-//!    deletes never pick them again.
+//!    first. Its outputs (as a flush's) record the horizon they were cleaned at
+//!    (`range_clean`), so the same deletes never pick them again.
 //! 4. **Tombstone density**: a file with `deletes / entries ≥ tombstone_density_trigger` and
 //!    `entries ≥ tombstone_min_entries` is compacted down one level (L0: an ordinary L0
 //!    compaction), or into itself at the last level, where a bottommost compaction purges the

@@ -1302,7 +1302,7 @@ const DROP_NAMES: [&str; 5] = [
 
 /// Whether compactions of the family drop what a row-range delete masks (purge rules 3 and
 /// 7): classic families with KEEP_DELETED_CELLS FALSE; the others keep it.
-fn applies_range_deletes(d: &FamilyDescriptor) -> bool {
+pub(super) fn applies_range_deletes(d: &FamilyDescriptor) -> bool {
     d.keep_deleted_cells == crate::schema::KeepDeletedCells::False && !d.new_version_behavior
 }
 

@@ -240,10 +240,17 @@ impl DbInner {
         let started = Instant::now();
         let span = tracing::info_span!("flush", boundary = gen.boundary, families = gen.mems.len());
         let _enter = span.enter();
+        // Every row-range delete at or below this read point is in the super-version taken
+        // next (a delete's super-version is installed before its seq becomes visible).
+        let deletes_known = self.visibility.read_point();
         let sv = self.sv();
         let mut added = Vec::new();
         let mut flushed_seq = Vec::new();
         let purge_horizon = self.smallest_snapshot();
+        // As a compaction's outputs (SPEC.md §17.3 `file_range_clean`): the flush dropped every
+        // cell at or below the horizon that a delete at or below both masks (rules 3 and 7),
+        // so the range-delete trigger need not read the file for those deletes again.
+        let clean = purge_horizon.min(deletes_known);
         for mem in &gen.mems {
             // A family dropped since the switch has nothing to keep.
             let Some(desc) = sv.families.get(&mem.family()) else {
@@ -252,8 +259,13 @@ impl DbInner {
             let number = self.manifest.lock().1.allocate_file_number();
             written.push(manifest::hfile_path(&self.dir, mem.family(), number));
             let deletes = sv.range_deletes(mem.family());
-            let meta =
+            let mut meta =
                 self.write_hfile(mem, desc, &deletes, number, gen.last_seq, purge_horizon)?;
+            if let Some(m) = meta.as_mut() {
+                if super::compact::applies_range_deletes(desc) && m.max_seq <= clean {
+                    m.range_clean = clean;
+                }
+            }
             flushed_seq.push((mem.family(), gen.last_seq));
             added.extend(meta);
         }
