@@ -77,7 +77,8 @@ impl Table {
         let info = self.info(&sv)?;
         let below_stop = |r: &[u8]| stop.is_empty() || r < stop;
         let mut est = RangeEstimate::default();
-        // A row too long for a key makes no key: refused as the files' seeks below would.
+        // Encoded once, for the memstores and every file the range cuts; a row too long for
+        // a key makes no key and is refused.
         let bound = |at: &[u8]| -> Result<Vec<u8>> {
             let key = CellKey::first_on_row(at).encode();
             KeyRef::parse(&key)
@@ -114,15 +115,17 @@ impl Table {
                 }
                 let r = inner.reader(fam.id, f.number)?;
                 let end = r.data_blocks_end()?;
-                let offset = |at: &[u8]| -> Result<u64> {
-                    let key = CellKey::first_on_row(at).encode();
-                    let key = KeyRef::parse(&key).map_err(|m| {
-                        Error::InvalidArgument(format!("row of {} bytes: {m}", at.len()))
-                    })?;
+                let offset = |key: &[u8]| -> Result<u64> {
+                    // Checked by `bound`.
+                    let key = KeyRef::parse(key)
+                        .map_err(|m| Error::InvalidArgument(format!("range bound: {m}")))?;
                     Ok(r.data_block_for(&key)?.map_or(end, |h| h.offset))
                 };
-                let a = offset(start)?;
-                let b = if stop.is_empty() { end } else { offset(stop)? };
+                let a = offset(&lo)?;
+                let b = match &hi {
+                    None => end,
+                    Some(hi) => offset(hi)?,
+                };
                 let part = b.saturating_sub(a);
                 if part == 0 {
                     continue;
