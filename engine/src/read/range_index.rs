@@ -9,8 +9,8 @@
 //! column ran 48.4M rows/s with none, 20.2M with 16 live deletes that covered none of its rows
 //! and 2.0M with 256 (`cargo bench -p cellar-benches --bench read -- scan_range_deletes`);
 //! with the index, 49.8M with none and 43.9M, 43.9M and 44.5M with 1, 16 and 256.
-//! The pieces take up to (2 × deletes) × deletes entries when every delete overlaps every other,
-//! which the few, short-lived deletes this is meant for keep small.
+//! The pieces take up to (2 × deletes) × deletes entries when every delete overlaps every other
+//! (nested ranges); deletes that do not overlap take one entry each.
 
 use cellar_format::cell::compare_bytes;
 
@@ -46,7 +46,13 @@ pub struct Located<'a> {
 }
 
 impl RangeDeletes {
-    /// Index `list` (any order).
+    /// Index `list` (any order), in one sweep over the sorted bounds: a delete joins the set of
+    /// those covering the current piece at its start and leaves it at its stop, so the work is
+    /// the sort plus the pieces' lists (one entry a piece for deletes that do not overlap).
+    /// The first version asked every delete about every bound: (2 × deletes) × deletes
+    /// comparisons at each change, 91% of the time of 1,500 row-range deletes written one
+    /// after another (`cellar bench --benchmarks fillseq,deleterange --deletes 1500
+    /// --range-width 10`, perf), whose rate fell to 72 a second at 2,000.
     pub fn new(list: Vec<RangeDelete>) -> Self {
         let mut bounds: Vec<&[u8]> = Vec::with_capacity(list.len() * 2);
         for d in &list {
@@ -57,21 +63,28 @@ impl RangeDeletes {
         }
         bounds.sort_unstable();
         bounds.dedup();
+        let mut by_start: Vec<&RangeDelete> = list.iter().collect();
+        by_start.sort_unstable_by(|a, b| a.start.cmp(&b.start));
+        let mut next = by_start.into_iter().peekable();
+        let mut active: Vec<&RangeDelete> = Vec::new();
         let mut pieces = Vec::new();
         for (i, &start) in bounds.iter().enumerate() {
             let stop = bounds.get(i + 1).copied();
-            // Every delete starts and stops at a bound, so it covers a piece whole or not at
-            // all: the piece's start tells.
-            let covers: Vec<(Timestamp, SeqNo)> = list
-                .iter()
-                .filter(|d| d.covers(start))
-                .map(|d| (d.ts, d.seq))
-                .collect();
-            if !covers.is_empty() {
+            // The deletes covering `start` cover the whole piece: every delete starts and
+            // stops at a bound.
+            active.retain(|d| d.stop.is_empty() || d.stop.as_slice() > start);
+            while let Some(d) = next.next_if(|d| d.start.as_slice() <= start) {
+                // An empty range (stop at or before start, which only a damaged manifest could
+                // hold) covers no row.
+                if d.covers(start) {
+                    active.push(d);
+                }
+            }
+            if !active.is_empty() {
                 pieces.push(Piece {
                     start: start.to_vec(),
                     stop: stop.map(<[u8]>::to_vec),
-                    covers,
+                    covers: active.iter().map(|d| (d.ts, d.seq)).collect(),
                 });
             }
         }
@@ -182,6 +195,61 @@ mod tests {
                         assert_eq!(o, want, "{list:?}: {row:?} and {other:?} share bounds");
                     }
                 }
+            }
+        }
+    }
+
+    /// Random lists (nested, equal, touching and damaged empty ranges) against a walk over the
+    /// list, at every bound and between bounds: the sweep must leave no delete behind and keep
+    /// none past its stop.
+    #[test]
+    fn the_sweep_agrees_with_the_list_on_random_lists() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(54);
+        let row = |n: u8| vec![b'a' + n];
+        for _ in 0..500 {
+            let n = rng.random_range(0..12);
+            let list: Vec<RangeDelete> = (0..n)
+                .map(|i| {
+                    let start = if rng.random_bool(0.1) {
+                        Vec::new()
+                    } else {
+                        row(rng.random_range(0..10))
+                    };
+                    let stop = if rng.random_bool(0.15) {
+                        Vec::new()
+                    } else {
+                        row(rng.random_range(0..10))
+                    };
+                    RangeDelete {
+                        start,
+                        stop,
+                        ts: rng.random_range(0..5),
+                        seq: i,
+                    }
+                })
+                .collect();
+            let idx = RangeDeletes::new(list.clone());
+            for probe in 0..=20u8 {
+                let r: Vec<u8> = if probe == 0 {
+                    Vec::new()
+                } else if probe % 2 == 1 {
+                    row(probe / 2)
+                } else {
+                    // Between two bounds.
+                    vec![b'a' + probe / 2 - 1, b'0']
+                };
+                let mut want: Vec<(u64, u64)> = list
+                    .iter()
+                    .filter(|x| x.covers(&r))
+                    .map(|x| (x.ts, x.seq))
+                    .collect();
+                let at = idx.locate(&r);
+                let mut got = at.covers.to_vec();
+                want.sort_unstable();
+                got.sort_unstable();
+                assert_eq!(got, want, "{list:?} row {r:?}");
+                assert!(at.lo <= r.as_slice() && at.hi.is_none_or(|h| r.as_slice() < h));
             }
         }
     }
