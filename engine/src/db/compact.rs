@@ -667,7 +667,8 @@ impl DbInner {
             target_file_size: 0,
             reason: crate::compaction::CompactionReason::Manual,
         };
-        let gone = spent_range_deletes(state, &self.sv(), &none, &spent);
+        let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &params, d);
+        let gone = spent_range_deletes(state, &self.sv(), &none, &[], &spent, &ripe);
         if gone.is_empty() {
             return Ok(());
         }
@@ -792,11 +793,18 @@ impl DbInner {
             added_files: outputs.clone(),
             ..VersionEdit::default()
         };
+        // Ripe as a major compaction would judge it now (the file checks stand in for reading
+        // every file); taken before the gate, as the merge took its own.
+        let ripe_params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
+            .bottommost(true)
+            .purge_delay(self.opts.compaction.purge_delay);
+        let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &ripe_params, d);
         {
             let _exclusive = self.switch.exclusive();
             let mut m = self.manifest.lock();
             let (man, state) = &mut *m;
-            edit.range_deletes_gone = spent_range_deletes(state, &self.sv(), task, &spent);
+            edit.range_deletes_gone =
+                spent_range_deletes(state, &self.sv(), task, &outputs, &spent, &ripe);
             if state.family(task.family).is_none() {
                 drop(m);
                 drop(_exclusive);
@@ -1310,32 +1318,41 @@ pub(super) fn applies_range_deletes(d: &FamilyDescriptor) -> bool {
 /// oldest read point it purged at, and the row-range deletes its purge rules let go.
 type Written = (Vec<FileMeta>, u64, [u64; 5], u64, Vec<SeqNo>);
 
-/// The row-range deletes among `spent` (those the compaction's purge rules let go) that may
-/// leave the manifest with `task`'s edit: only when its inputs are every file the family has
-/// now and no memstore of the family holds a write below the delete, so the inputs held
-/// everything it masked (SPEC.md §20.2). Called under the exclusive switch gate and the
-/// manifest lock, with the edit: neither the files nor the memstores change meanwhile.
+/// The row-range deletes that may leave the manifest with `task`'s edit (SPEC.md §20.2), of
+/// two kinds, each only when no memstore of the family holds a write below the delete:
+/// - those among `spent` (the ones the compaction's purge rules let go) when its inputs are
+///   every file the family has now, so the inputs held everything they mask;
+/// - any `ripe` one (past its purge delay or TTL, at or below every snapshot) that no file left
+///   after the edit (the files outside the inputs, and `outputs`) may still hold a cell of:
+///   every such file whose rows it meets and whose oldest timestamp it reaches was written
+///   by a flush or compaction that applied it (`range_clean` at or above its seq). Without
+///   this, a delete stayed until a compaction of the whole family, which on a family of
+///   several levels only a major compaction is: deletes piled up (and each change of them
+///   rebuilds the read index).
+///
+/// Called under the exclusive switch gate and the manifest lock, with the edit: neither the
+/// files nor the memstores change meanwhile.
 fn spent_range_deletes(
     state: &crate::manifest::ManifestState,
     sv: &SuperVersion,
     task: &CompactionTask,
+    outputs: &[FileMeta],
     spent: &[SeqNo],
+    ripe: &dyn Fn(&crate::types::RangeDelete) -> bool,
 ) -> Vec<(FamilyId, SeqNo)> {
-    if spent.is_empty() {
+    let present = state.range_deletes(task.family);
+    if present.is_empty() {
         return Vec::new();
     }
     let inputs: BTreeSet<FileNumber> = task.input_files().map(|f| f.number).collect();
-    let live: BTreeSet<FileNumber> = state
+    let live: Vec<&Arc<FileMeta>> = state
         .current()
         .levels(task.family)
         .into_iter()
         .flatten()
         .flatten()
-        .map(|f| f.number)
         .collect();
-    if inputs != live {
-        return Vec::new();
-    }
+    let whole = live.len() == inputs.len() && live.iter().all(|f| inputs.contains(&f.number));
     let in_memory = sv.mems.get(&task.family).and_then(|m| {
         std::iter::once(&m.active)
             .chain(&m.frozen)
@@ -1343,13 +1360,35 @@ fn spent_range_deletes(
             .map(|m| m.min_seq())
             .min()
     });
-    let present = state.range_deletes(task.family);
-    spent
+    let spent: BTreeSet<SeqNo> = spent.iter().copied().collect();
+    // Only files not cleaned of the newest ripe delete can hold a cell of one.
+    let newest_ripe = present
         .iter()
-        .filter(|&&seq| {
-            in_memory.is_none_or(|min| min > seq) && present.iter().any(|d| d.seq == seq)
+        .filter(|d| ripe(d))
+        .map(|d| d.seq)
+        .max()
+        .unwrap_or(0);
+    let dirty: Vec<&FileMeta> = live
+        .iter()
+        .map(|f| &***f)
+        .filter(|f| !inputs.contains(&f.number))
+        .chain(outputs)
+        .filter(|f| f.range_clean < newest_ripe)
+        .collect();
+    let may_hold = |f: &FileMeta, d: &crate::types::RangeDelete| {
+        let rows = crate::compaction::picker::Rows::of(f);
+        f.range_clean < d.seq
+            && f.min_ts <= d.ts
+            && d.start.as_slice() <= rows.hi
+            && (d.stop.is_empty() || d.stop.as_slice() > rows.lo)
+    };
+    present
+        .iter()
+        .filter(|d| in_memory.is_none_or(|min| min > d.seq))
+        .filter(|d| {
+            (whole && spent.contains(&d.seq)) || (ripe(d) && !dirty.iter().any(|f| may_hold(f, d)))
         })
-        .map(|&seq| (task.family, seq))
+        .map(|d| (task.family, d.seq))
         .collect()
 }
 
@@ -1592,14 +1631,18 @@ mod tests {
         let s = state();
         let sv = SuperVersion::build(&s, None);
         let all = [file(10, "a", "c"), file(11, "d", "f")];
-        assert_eq!(spent_range_deletes(&s, &sv, &task(&all), &[15]), [(1, 15)]);
-        assert!(spent_range_deletes(&s, &sv, &task(&all), &[]).is_empty());
+        let never = |_: &crate::types::RangeDelete| false;
+        assert_eq!(
+            spent_range_deletes(&s, &sv, &task(&all), &[], &[15], &never),
+            [(1, 15)]
+        );
+        assert!(spent_range_deletes(&s, &sv, &task(&all), &[], &[], &never).is_empty());
         assert!(
-            spent_range_deletes(&s, &sv, &task(&all), &[14]).is_empty(),
+            spent_range_deletes(&s, &sv, &task(&all), &[], &[14], &never).is_empty(),
             "not a live delete"
         );
         assert!(
-            spent_range_deletes(&s, &sv, &task(&all[..1]), &[15]).is_empty(),
+            spent_range_deletes(&s, &sv, &task(&all[..1]), &[], &[15], &never).is_empty(),
             "a file outside the inputs may hold what it masks"
         );
         let mem = &sv.mems[&1].active;
@@ -1609,14 +1652,90 @@ mod tests {
         };
         put(16);
         assert_eq!(
-            spent_range_deletes(&s, &sv, &task(&all), &[15]),
+            spent_range_deletes(&s, &sv, &task(&all), &[], &[15], &never),
             [(1, 15)],
             "written after it"
         );
         put(12);
         assert!(
-            spent_range_deletes(&s, &sv, &task(&all), &[15]).is_empty(),
+            spent_range_deletes(&s, &sv, &task(&all), &[], &[15], &never).is_empty(),
             "a memstore holds a write below it"
         );
+    }
+
+    /// A ripe delete leaves with any compaction once no file left may hold a cell of it: the
+    /// files it meets were cleaned of it, or are outside its rows or its timestamps.
+    #[test]
+    fn a_ripe_range_delete_leaves_once_no_file_left_may_hold_a_cell_of_it() {
+        let s = state();
+        let sv = SuperVersion::build(&s, None);
+        let ripe = |_: &crate::types::RangeDelete| true;
+        let never = |_: &crate::types::RangeDelete| false;
+        let f10 = file(10, "a", "c");
+        let go = |task: &CompactionTask, outputs: &[FileMeta]| {
+            spent_range_deletes(&s, &sv, task, outputs, &[], &ripe)
+        };
+        // The delete (rows "a".., ts 5, seq 15) meets file 11, which it was not applied to.
+        assert!(go(&task(std::slice::from_ref(&f10)), &[]).is_empty());
+        // Compacted with file 10 alone, but file 11 was cleaned of it.
+        let mut s2 = s.clone();
+        s2.apply(&VersionEdit {
+            deleted_files: vec![(1, 6, 11)],
+            added_files: vec![FileMeta {
+                number: 12,
+                range_clean: 15,
+                ..file(12, "d", "f")
+            }],
+            ..VersionEdit::default()
+        })
+        .unwrap();
+        let t10 = task(std::slice::from_ref(&f10));
+        assert_eq!(
+            spent_range_deletes(&s2, &sv, &t10, &[], &[], &ripe),
+            [(1, 15)]
+        );
+        assert!(
+            spent_range_deletes(&s2, &sv, &t10, &[], &[], &never).is_empty(),
+            "not ripe"
+        );
+        // An output not cleaned of it holds it back; one cleaned does not.
+        let dirty_out = FileMeta {
+            number: 13,
+            range_clean: 14,
+            ..file(13, "a", "c")
+        };
+        assert!(
+            spent_range_deletes(&s2, &sv, &t10, std::slice::from_ref(&dirty_out), &[], &ripe)
+                .is_empty()
+        );
+        let clean_out = FileMeta {
+            range_clean: 15,
+            ..dirty_out.clone()
+        };
+        assert_eq!(
+            spent_range_deletes(&s2, &sv, &t10, &[clean_out], &[], &ripe),
+            [(1, 15)]
+        );
+        // Files outside its rows or newer than its timestamp hold nothing it masks.
+        let mut s3 = s.clone();
+        s3.apply(&VersionEdit {
+            deleted_files: vec![(1, 6, 11)],
+            added_files: vec![FileMeta {
+                min_ts: 6,
+                max_ts: 9,
+                ..file(14, "d", "f")
+            }],
+            ..VersionEdit::default()
+        })
+        .unwrap();
+        assert_eq!(
+            spent_range_deletes(&s3, &sv, &t10, &[], &[], &ripe),
+            [(1, 15)]
+        );
+        // A write below it in a memstore holds it back.
+        let mem = &sv.mems[&1].active;
+        let k = CellKey::new("b", "f", "q", 1, CellType::Put, 12).encode();
+        mem.insert(&KeyRef::parse(&k).unwrap(), b"v", &[]).unwrap();
+        assert!(spent_range_deletes(&s3, &sv, &t10, &[], &[], &ripe).is_empty());
     }
 }

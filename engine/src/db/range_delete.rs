@@ -6,8 +6,9 @@
 //! - The delete lives in the manifest, per family, not in files: reads find it in the
 //!   super-version beside the files, so no HFile format change, no fragmenting across file
 //!   boundaries, and a Get whose bloom filters skip every file still meets it. The price is
-//!   that each live delete is checked against every row a read starts; deletes are meant to
-//!   be few and short-lived (a major compaction removes them).
+//!   that reads look the live deletes up (an index cut at their bounds, `read/range_index.rs`),
+//!   so they are meant to be short-lived: one leaves with the compaction after which no file
+//!   may hold a cell of it, or a major compaction (SPEC.md §20.2 rule 4).
 //! - Write-ahead, like every write: the record is logged (`FsyncWal`) first, and its seq is
 //!   the delete's; then the manifest edit. A crash between the two leaves the record in the
 //!   log, and recovery adds what the manifest lacks. The record is also the change feed's
