@@ -394,9 +394,11 @@ impl ManifestState {
         //    valid range and a seq already given out, once.
         for &(family, seq) in &e.range_deletes_gone {
             let list = self.range_deletes.get_mut(&family);
+            // Kept in seq order (added below at their place): an edit that lets thousands go
+            // costs a search each, not a walk.
             let pos = list
                 .as_ref()
-                .and_then(|l| l.iter().position(|d| d.seq == seq));
+                .and_then(|l| l.binary_search_by_key(&seq, |d| d.seq).ok());
             match (list, pos) {
                 (Some(l), Some(i)) => {
                     l.remove(i);
@@ -432,13 +434,12 @@ impl ManifestState {
                 ));
             }
             let list = self.range_deletes.entry(*family).or_default();
-            if list.iter().any(|x| x.seq == d.seq) {
+            let Err(at) = list.binary_search_by_key(&d.seq, |x| x.seq) else {
                 return Err(format!(
                     "range delete {} of family {family} added twice",
                     d.seq
                 ));
-            }
-            let at = list.partition_point(|x| x.seq < d.seq);
+            };
             list.insert(at, d.clone());
         }
         // 7. Tables dropped, with their families, files and flushed seqs.
