@@ -767,8 +767,10 @@ fn settle(db: &Db, snaps: &mut Vec<cellar::Snapshot>) {
     }
 }
 
-/// Returns the row-range-delete compactions run (drops, rewrites) and files dropped unread.
-fn equivalence_sequence(seed: u64) -> (u64, u64) {
+/// Returns the row-range-delete compactions run (drops, rewrites), files dropped unread, and
+/// deletes that left at compactions of part of their family (SPEC.md §20.2 rule 4: no file
+/// left may hold a cell of them), before any major compaction.
+fn equivalence_sequence(seed: u64) -> (u64, u64, u64) {
     use cellar::fs::CrashPolicy;
     use std::collections::BTreeSet;
     let mut rng = StdRng::seed_from_u64(seed);
@@ -789,6 +791,8 @@ fn equivalence_sequence(seed: u64) -> (u64, u64) {
         o
     };
     let mut triggered = (0u64, 0u64);
+    let mut left_early = 0u64;
+    let live = |db: &Db| db.range_deletes("ranged").unwrap().len() as u64;
     let count = |db: &Db, into: &mut (u64, u64)| {
         let c = db.stats().compaction;
         into.0 += c.by_reason.get("range-delete").copied().unwrap_or(0);
@@ -865,8 +869,10 @@ fn equivalence_sequence(seed: u64) -> (u64, u64) {
                 log.push("flush, compactions".into());
                 // Readers below the deletes hold the trigger back; let it run.
                 snaps.clear();
+                let before = live(&db);
                 db.flush().unwrap();
                 db.wait_for_compactions().unwrap();
+                left_early += before.saturating_sub(live(&db));
             }
             77..=80 => {
                 log.push("major".into());
@@ -985,35 +991,38 @@ fn equivalence_sequence(seed: u64) -> (u64, u64) {
         }
     }
     count(&db, &mut triggered);
-    triggered
+    (triggered.0, triggered.1, left_early)
 }
 
 #[test]
 fn reads_as_a_deleteall_of_every_row_in_the_range_would() {
-    let mut triggered = (0, 0);
+    let mut triggered = (0, 0, 0);
     for seed in 0..12 {
-        let (n, dropped) = equivalence_sequence(seed);
-        triggered = (triggered.0 + n, triggered.1 + dropped);
+        let (n, dropped, left) = equivalence_sequence(seed);
+        triggered = (triggered.0 + n, triggered.1 + dropped, triggered.2 + left);
     }
     // The sequences reach the range-delete trigger's drops (its rewrites are rarer here: the
-    // long run reaches them, and the tests above pin both down).
-    eprintln!("range-delete compactions, files dropped unread: {triggered:?}");
+    // long run reaches them, and the tests above pin both down), and deletes leave before a
+    // major compaction.
+    eprintln!("range-delete compactions, files dropped unread, deletes gone early: {triggered:?}");
     assert!(triggered.1 > 0, "{triggered:?}");
+    assert!(triggered.2 > 0, "{triggered:?}");
 }
 
 /// Longer: `cargo nextest run -p cellar --release --test range_delete --run-ignored all`.
 #[test]
 #[ignore]
 fn reads_as_a_deleteall_of_every_row_in_the_range_would_long() {
-    let mut triggered = (0, 0);
+    let mut triggered = (0, 0, 0);
     for seed in 1000..1300 {
-        let (n, dropped) = equivalence_sequence(seed);
-        triggered = (triggered.0 + n, triggered.1 + dropped);
+        let (n, dropped, left) = equivalence_sequence(seed);
+        triggered = (triggered.0 + n, triggered.1 + dropped, triggered.2 + left);
     }
     eprintln!(
-        "range-delete compactions {}, files dropped unread {}",
-        triggered.0, triggered.1
+        "range-delete compactions {}, files dropped unread {}, deletes gone early {}",
+        triggered.0, triggered.1, triggered.2
     );
     assert!(triggered.1 > 0, "{triggered:?}");
     assert!(triggered.0 > triggered.1, "{triggered:?}");
+    assert!(triggered.2 > 0, "{triggered:?}");
 }

@@ -1386,7 +1386,8 @@ fn spent_range_deletes(
         .iter()
         .filter(|d| in_memory.is_none_or(|min| min > d.seq))
         .filter(|d| {
-            (whole && spent.contains(&d.seq)) || (ripe(d) && !dirty.iter().any(|f| may_hold(f, d)))
+            let held_all = whole && spent.contains(&d.seq);
+            held_all || (ripe(d) && !dirty.iter().any(|f| may_hold(f, d)))
         })
         .map(|d| (task.family, d.seq))
         .collect()
