@@ -473,6 +473,114 @@ fn damage_in_a_finished_segment_is_corruption_never_a_wrong_batch() {
     assert!(whole <= 4, "{whole} flips went unnoticed");
 }
 
+/// A byte flipped in the live segment, below where the writer's data ends: the feed hands out
+/// a prefix of the true batches, then stops at `Corruption` at once, or reads everything when
+/// the byte lay outside any record. (It used to wait on such damage as on a tail still being
+/// written, answering `None`, until the segment was finished.) Never a wrong batch.
+#[test]
+fn damage_in_the_live_segment_is_corruption_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = small(u64::MAX);
+    // Nothing rolls or flushes: every record stays in the live segment.
+    o.wal.segment_size = 64 << 20;
+    let db = open(d.path(), o);
+    schema(&db);
+    let t = db.table("t").unwrap();
+    for i in 0..100 {
+        t.put(put(i)).unwrap();
+    }
+    let truth = drain(&mut db.changes_since(0).unwrap());
+    assert_eq!(truth.len(), 103);
+    let (seg, records) = common::newest_wal_with_records(d.path());
+    assert_eq!(
+        seg,
+        *wal_segments(d.path()).last().unwrap(),
+        "the records' segment is the live one"
+    );
+    let end = records.last().unwrap().2 as u64;
+    let (mut corrupt, mut whole) = (0, 0);
+    for off in (records[0].0 as u64..end).step_by(5) {
+        flip_byte(&seg, off);
+        let mut got = Vec::new();
+        // The feed's start is searched by the segments' first records: damage there is found
+        // by `changes_since` itself.
+        let err = match db.changes_since(0) {
+            Ok(mut feed) => loop {
+                match feed.next_batch() {
+                    Ok(Some(b)) => got.push(b),
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
+                }
+            },
+            Err(e) => Some(e),
+        };
+        flip_byte(&seg, off);
+        assert_eq!(got[..], truth[..got.len()], "flip at {off}: a wrong batch");
+        match err {
+            Some(Error::Corruption { what, .. }) => {
+                assert!(what.contains("live segment"), "flip at {off}: {what}");
+                corrupt += 1;
+            }
+            Some(e) => panic!("flip at {off}: {e}"),
+            None => {
+                assert_eq!(
+                    got.len(),
+                    truth.len(),
+                    "flip at {off}: the feed waits on damage as on a tail"
+                );
+                whole += 1;
+            }
+        }
+    }
+    assert!(corrupt > 100, "{corrupt} flips detected");
+    assert!(whole <= 2, "{whole} flips went unnoticed");
+    // Undamaged, the feed still reads to the tail and waits there.
+    let mut feed = db.changes_since(0).unwrap();
+    assert_eq!(drain(&mut feed), truth);
+    t.put(put(100)).unwrap();
+    assert_eq!(drain(&mut feed).len(), 1);
+}
+
+/// A feed tailing the live segment while fsynced writers append to it (synced groups go out
+/// as direct writes of whole blocks, SPEC.md §16.5) never takes bytes still being written for
+/// damage: the check against the writer's published end sees only whole records below it.
+#[test]
+fn a_feed_tailing_fsynced_writers_sees_no_damage() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = small(u64::MAX);
+    o.wal.segment_size = 64 << 20;
+    o = o.write_buffer_size(64 << 20);
+    o.default_durability = cellar::Durability::FsyncWal;
+    let db = open(d.path(), o);
+    schema(&db);
+    let start = db.flushed_seq();
+    let mut feed = db.changes_since(start).unwrap();
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let t = db.table("t").unwrap();
+            std::thread::spawn(move || {
+                (0..300)
+                    .map(|i| t.put(put(w * 1000 + i)).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    while got.len() < 600 {
+        match feed.next_batch().unwrap() {
+            Some(b) => got.push(b.seq),
+            None => std::thread::yield_now(),
+        }
+    }
+    let mut acked: Vec<_> = writers
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    acked.sort_unstable();
+    assert_eq!(got, acked);
+    assert!(db.stats().wal.direct_groups > 0, "{:?}", db.stats().wal);
+}
+
 /// Writers on three threads (puts, every delete kind, cross-table batches, ties on
 /// timestamps) while the memstores flush and segments roll; a consumer tails the feed and
 /// applies each batch to a second database. Once caught up, both read alike, every version

@@ -14,7 +14,9 @@
 //! end-of-data (or damage) in a segment with no successor yet is the live tail (bytes still
 //! being written); in a segment that has a successor it must be exactly the LINK's end, or the
 //! log is damaged (`Corruption`). The feed re-reads the old segment after it sees the
-//! successor, since records may have landed between its read and its listing.
+//! successor, since records may have landed between its read and its listing. In the live
+//! segment, the writer's published end (`Wal::written_end`) tells damage from bytes to come:
+//! no record below it, read afresh after taking it, is `Corruption` at once.
 //!
 //! What the feed does not carry: writes made with `Durability::SkipWal`, files loaded by
 //! `Db::ingest`, and the data of table snapshot restores and clones. They take seqs (or none)
@@ -366,7 +368,12 @@ impl Db {
         // Finished before the read (not after it: a live segment read empty may take
         // records and be finished by the time the read returns).
         let finished = number < inner.wal.current_segment();
-        let first = first_seq(self, number, path)?;
+        // Likewise where the writer's data ended: below it, the live segment holds records.
+        let written = match inner.wal.written_end() {
+            (segment, end) if segment == number => end,
+            _ => 0,
+        };
+        let first = first_seq(self, number, path, written)?;
         if finished {
             inner.feed_first_seqs.lock().insert(number, first);
         }
@@ -401,8 +408,10 @@ impl Db {
 }
 
 /// The seq of the first batch record of a segment, if it holds one (a segment may hold only
-/// its LINK, or a SEAL).
-fn first_seq(db: &Db, number: u64, path: &std::path::Path) -> Result<Option<SeqNo>> {
+/// its LINK, or a SEAL). `written`: where the writer had written the segment up to before
+/// the read (0 when not known): no record below it is `Corruption`, not a record yet to come
+/// (which would make the log seem to start later: `ChangesUnavailable`).
+fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Result<Option<SeqNo>> {
     let seg = open_segment(db, number, path.to_path_buf())?;
     let mut r = Reader {
         seg: &seg,
@@ -415,7 +424,17 @@ fn first_seq(db: &Db, number: u64, path: &std::path::Path) -> Result<Option<SeqN
         match r.step(pos)? {
             Step::Record { seq, .. } => return Ok(Some(seq)),
             Step::Skip(len) | Step::Link { len, .. } => pos += len as u64,
-            Step::End | Step::Damaged(_) => return Ok(None),
+            Step::End | Step::Damaged(_) if pos >= written => return Ok(None),
+            Step::End | Step::Damaged(_) => {
+                return Err(Error::Corruption {
+                    file: path.to_path_buf(),
+                    offset: pos,
+                    what: format!(
+                        "no readable record where the writer had written up to offset {written} \
+                         (in the live segment)"
+                    ),
+                })
+            }
         }
     }
 }
@@ -622,11 +641,42 @@ impl ChangeFeed {
                 Step::End | Step::Damaged(_) if !fresh => self.buf.clear(),
                 // The live tail, or the end of a finished segment: `next_segment` tells.
                 Step::End | Step::Damaged(_) => {
+                    self.check_live_tail()?;
                     if !self.next_segment()? {
                         return Ok(None);
                     }
                 }
             }
+        }
+    }
+
+    /// No record at the feed's offset, read afresh: damage if the writer had written past it.
+    /// The writer publishes where its data ends ([`crate::wal::Wal::written_end`]); taken
+    /// before a second fresh read, an end past the offset in this segment means the bytes
+    /// there were whole records before that read, so a read that still finds none is
+    /// `Corruption` now, not a tail to wait on until the segment is finished (which may be
+    /// long: segments roll by size or at flushes). Records that landed meanwhile are read
+    /// as usual.
+    fn check_live_tail(&mut self) -> Result<()> {
+        let (segment, end) = self.db.inner.wal.written_end();
+        if segment != self.seg.number || self.pos >= end {
+            return Ok(());
+        }
+        self.buf.clear();
+        let mut r = Reader {
+            seg: &self.seg,
+            buf: Vec::new(),
+            buf_at: 0,
+            fresh: false,
+        };
+        match r.step(self.pos)? {
+            Step::End => Err(self.corruption(format!(
+                "no record where the writer had written up to offset {end} (in the live segment)"
+            ))),
+            Step::Damaged(what) => Err(self.corruption(format!(
+                "{what} (in the live segment, which the writer had written up to offset {end})"
+            ))),
+            _ => Ok(()),
         }
     }
 

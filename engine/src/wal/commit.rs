@@ -185,6 +185,10 @@ pub(crate) struct Published {
     pub synced: Option<u64>,
     /// Segment numbers of the roll tickets the batch completed.
     pub rolls: Vec<(u64, u64)>,
+    /// Where the written data ends after the batch: (segment, offset). Every byte of the
+    /// segment before the offset is a whole record in the OS (a change feed reading the live
+    /// segment tells damage from bytes still to come by it).
+    pub end: Option<(u64, u64)>,
 }
 
 /// The device side: frames and writes batches. Called by one leader at a time.
@@ -203,6 +207,8 @@ struct State {
     queue_needs_sync: bool,
     written: u64,
     synced: u64,
+    /// [`Published::end`] of the last batch written, (0, 0) before the first.
+    written_end: (u64, u64),
     /// Highest seq a `sync()` or close asked to make durable.
     sync_target: u64,
     poison: Option<Poison>,
@@ -248,6 +254,9 @@ impl State {
             self.written = self.written.max(self.synced);
         }
         self.rolled.extend(p.rolls);
+        if let Some(end) = p.end {
+            self.written_end = self.written_end.max(end);
+        }
     }
 
     fn fail(&mut self, upto: u64, e: &Error) {
@@ -349,6 +358,7 @@ impl<W: BatchWriter> Shared<W> {
                 queue_needs_sync: false,
                 written: next_seq - 1,
                 synced: next_seq - 1,
+                written_end: (0, 0),
                 sync_target: 0,
                 poison: None,
                 no_space: None,
@@ -785,6 +795,11 @@ impl<W: BatchWriter> Shared<W> {
         lock(&self.state).leader
     }
 
+    /// [`Published::end`] of the last batch written: (segment, offset), (0, 0) before any.
+    pub(crate) fn written_end(&self) -> (u64, u64) {
+        lock(&self.state).written_end
+    }
+
     /// `(written, synced)` watermarks.
     pub(crate) fn watermarks(&self) -> (u64, u64) {
         let s = lock(&self.state);
@@ -841,6 +856,7 @@ impl BatchWriter for FakeWriter {
             written: b.upto,
             synced: b.sync.then_some(b.upto),
             rolls,
+            end: None,
         })
     }
 

@@ -472,6 +472,14 @@ impl Wal {
         self.shared.watermarks()
     }
 
+    /// Where the written data ends, as `(segment, offset)`: every byte of that segment before
+    /// the offset belongs to a whole record in the OS ((0, 0) before the first write of this
+    /// process). A reader of the live segment that finds no record below it after taking it
+    /// reads damage, not bytes still to come.
+    pub fn written_end(&self) -> (u64, u64) {
+        self.shared.written_end()
+    }
+
     /// Current counters.
     pub fn stats(&self) -> WalStats {
         let s = &self.stats;

@@ -278,6 +278,7 @@ impl Writer {
             written: batch.upto,
             synced,
             rolls,
+            end: Some((self.seg.number, self.seg.offset)),
         })
     }
 
