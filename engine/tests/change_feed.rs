@@ -541,6 +541,42 @@ fn damage_in_the_live_segment_is_corruption_at_once() {
     assert_eq!(drain(&mut feed).len(), 1);
 }
 
+/// The oldest segment's first record damaged: the feed's start search says `Corruption` (the
+/// successor's LINK says the data goes on past it), not that the log starts later.
+#[test]
+fn damage_at_the_head_of_the_oldest_segment_is_corruption_not_a_shorter_log() {
+    let d = tempfile::tempdir().unwrap();
+    let db = open(d.path(), small(u64::MAX));
+    schema(&db);
+    let t = db.table("t").unwrap();
+    for i in 0..200 {
+        t.put(put(i)).unwrap();
+    }
+    db.flush().unwrap();
+    drop(t);
+    db.close().unwrap();
+    let segs = wal_segments(d.path());
+    let (first, records) = (&segs[0], wal_records(&segs[0]));
+    assert!(segs.len() > 2 && records.len() > 1);
+    let (start, payload, end) = records[0];
+    for off in [start, payload - 1, payload, end - 1] {
+        flip_byte(first, off as u64);
+        // A fresh process: finished segments' first seqs are remembered once read.
+        let db = open(d.path(), small(u64::MAX));
+        match db.changes_since(0) {
+            Err(Error::Corruption { what, .. }) => {
+                assert!(what.contains("LINK"), "flip at {off}: {what}")
+            }
+            Err(e) => panic!("flip at {off}: {e}"),
+            Ok(_) => panic!("flip at {off}: a feed from a damaged segment"),
+        }
+        db.close().unwrap();
+        flip_byte(first, off as u64);
+    }
+    let db = open(d.path(), small(u64::MAX));
+    assert_eq!(drain(&mut db.changes_since(0).unwrap()).len(), 203);
+}
+
 /// A feed tailing the live segment while fsynced writers append to it (synced groups go out
 /// as direct writes of whole blocks, SPEC.md §16.5) never takes bytes still being written for
 /// damage: the check against the writer's published end sees only whole records below it.

@@ -373,11 +373,54 @@ impl Db {
             (segment, end) if segment == number => end,
             _ => 0,
         };
-        let first = first_seq(self, number, path, written)?;
+        let first = match first_seq(self, number, path, written)? {
+            First::Seq(seq) => Some(seq),
+            First::NoneAt(pos) if finished => {
+                self.check_finished_end(number, path, pos)?;
+                None
+            }
+            First::NoneAt(_) => None,
+        };
         if finished {
             inner.feed_first_seqs.lock().insert(number, first);
         }
         Ok(first)
+    }
+
+    /// A finished segment `number` with no batch record before `pos`, where its data ends
+    /// (end marker, or bytes that do not decode): `Corruption` if its successor's LINK says the
+    /// data goes on past `pos` (a torn first record left by a crash is cut there, and the LINK
+    /// names the cut). A successor without a LINK (or none) tells nothing.
+    fn check_finished_end(&self, number: u64, path: &std::path::Path, pos: u64) -> Result<()> {
+        let inner = &self.inner;
+        let next = wal::list_segments(&*inner.fs, inner.wal.dir())?
+            .into_iter()
+            .find(|(n, _)| *n > number);
+        let Some((succ, succ_path)) = next else {
+            return Ok(());
+        };
+        let seg = open_segment(self, succ, succ_path)?;
+        let mut r = Reader {
+            seg: &seg,
+            buf: Vec::new(),
+            buf_at: 0,
+            fresh: false,
+        };
+        match r.step(0)? {
+            Step::Link {
+                previous,
+                previous_end,
+                ..
+            } if previous == number && previous_end > pos => Err(Error::Corruption {
+                file: path.to_path_buf(),
+                offset: pos,
+                what: format!(
+                    "no readable record, but segment {succ}'s LINK says the data ends at \
+                     offset {previous_end}"
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Apply one batch of another database's change feed here (a replica): its schema
@@ -411,7 +454,7 @@ impl Db {
 /// its LINK, or a SEAL). `written`: where the writer had written the segment up to before
 /// the read (0 when not known): no record below it is `Corruption`, not a record yet to come
 /// (which would make the log seem to start later: `ChangesUnavailable`).
-fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Result<Option<SeqNo>> {
+fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Result<First> {
     let seg = open_segment(db, number, path.to_path_buf())?;
     let mut r = Reader {
         seg: &seg,
@@ -422,9 +465,9 @@ fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Resu
     let mut pos = 0u64;
     loop {
         match r.step(pos)? {
-            Step::Record { seq, .. } => return Ok(Some(seq)),
+            Step::Record { seq, .. } => return Ok(First::Seq(seq)),
             Step::Skip(len) | Step::Link { len, .. } => pos += len as u64,
-            Step::End | Step::Damaged(_) if pos >= written => return Ok(None),
+            Step::End | Step::Damaged(_) if pos >= written => return Ok(First::NoneAt(pos)),
             Step::End | Step::Damaged(_) => {
                 return Err(Error::Corruption {
                     file: path.to_path_buf(),
@@ -437,6 +480,14 @@ fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Resu
             }
         }
     }
+}
+
+/// What [`first_seq`] found.
+enum First {
+    /// The first batch record's seq.
+    Seq(SeqNo),
+    /// No batch record before this offset, where the readable data ends.
+    NoneAt(u64),
 }
 
 /// Decoding at an offset of a segment through a read-ahead buffer.
