@@ -656,6 +656,12 @@ impl Stats {
             int(c.bytes_dropped),
         );
         e.one(
+            "cellar_compaction_range_deletes_gone_total",
+            Counter,
+            "Row-range deletes that left with a compaction once nothing they mask was left.",
+            int(c.range_deletes_gone),
+        );
+        e.one(
             "cellar_compaction_failures_total",
             Counter,
             "Compactions that failed (their inputs kept, retried later).",

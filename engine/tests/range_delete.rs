@@ -530,9 +530,12 @@ fn files_it_holds_whole_are_dropped_unread_and_the_rest_at_the_major_compaction(
     // The files it met were all dropped, and nothing of the family is in memory: no file can
     // hold a cell of it, so it left with the last drop, before any major compaction.
     assert!(db.range_deletes("t").unwrap().is_empty());
+    assert_eq!(db.stats().compaction.range_deletes_gone, 1);
     let report = db.stats_report();
     assert!(
-        report.contains(&format!("files they dropped unread {dropped} (")),
+        report.contains(&format!(
+            "live 0 (gone 1), files they dropped unread {dropped} ("
+        )),
         "{report}"
     );
     let prom = db.stats().prometheus();
@@ -540,6 +543,10 @@ fn files_it_holds_whole_are_dropped_unread_and_the_rest_at_the_major_compaction(
         prom.contains(&format!(
             "cellar_compaction_files_dropped_total {dropped}\n"
         )),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("cellar_compaction_range_deletes_gone_total 1\n"),
         "{prom}"
     );
     db.major_compact("t", None).unwrap();

@@ -543,6 +543,7 @@ fn status_reports_the_wal() {
     // No row-range delete: nothing dropped by one.
     assert_eq!(v["stats"]["compaction_files_dropped"], 0, "{last}");
     assert_eq!(v["stats"]["compaction_bytes_dropped"], 0, "{last}");
+    assert_eq!(v["stats"]["compaction_range_deletes_gone"], 0, "{last}");
     assert!(v["report"]
         .as_str()
         .unwrap()

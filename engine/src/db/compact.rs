@@ -120,6 +120,9 @@ pub struct CompactionStats {
     pub files_dropped: u64,
     /// See `files_dropped`.
     pub bytes_dropped: u64,
+    /// Row-range deletes that left the manifest with a compaction's edit, once nothing they
+    /// mask was left (SPEC.md §20.2 rule 4); `Stats::range_deletes` counts the live ones.
+    pub range_deletes_gone: u64,
     /// Cells read by compactions.
     pub cells_read: u64,
     /// Cells written by compactions.
@@ -676,6 +679,7 @@ impl DbInner {
             range_deletes_gone: gone,
             ..VersionEdit::default()
         };
+        let n = edit.range_deletes_gone.len() as u64;
         if let Err(e) = man.log_and_apply(state, edit) {
             if let Some(p) = man.poison_reason() {
                 self.poison(p.clone());
@@ -684,6 +688,8 @@ impl DbInner {
         }
         let current = self.sv();
         *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
+        drop(m);
+        self.cstats.lock().range_deletes_gone += n;
         Ok(())
     }
 
@@ -799,12 +805,14 @@ impl DbInner {
             .bottommost(true)
             .purge_delay(self.opts.compaction.purge_delay);
         let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &ripe_params, d);
+        let range_deletes_gone;
         {
             let _exclusive = self.switch.exclusive();
             let mut m = self.manifest.lock();
             let (man, state) = &mut *m;
             edit.range_deletes_gone =
                 spent_range_deletes(state, &self.sv(), task, &outputs, &spent, &ripe);
+            range_deletes_gone = edit.range_deletes_gone.len() as u64;
             if state.family(task.family).is_none() {
                 drop(m);
                 drop(_exclusive);
@@ -869,6 +877,7 @@ impl DbInner {
                 cs.files_dropped += task.input_files().count() as u64;
                 cs.bytes_dropped += task.input_bytes();
             }
+            cs.range_deletes_gone += range_deletes_gone;
             cs.cells_read += cells_read;
             cs.cells_written += if task.trivial_move { 0 } else { cells_written };
             for (name, n) in DROP_NAMES.iter().zip(dropped) {
@@ -1447,7 +1456,7 @@ pub(super) fn report(s: &super::Stats) -> String {
         o,
         "Compactions: running {}, by reason [{}], trivial moves {}, failures {}, pending {:.1} MB, \
          files awaiting deletion {}; cells read {}, written {}, dropped [{}]; row-range deletes \
-         live {}, files they dropped unread {} ({:.1} MB)",
+         live {} (gone {}), files they dropped unread {} ({:.1} MB)",
         c.running,
         reasons.join(" "),
         c.trivial_moves,
@@ -1458,6 +1467,7 @@ pub(super) fn report(s: &super::Stats) -> String {
         c.cells_written,
         dropped.join(" "),
         s.range_deletes,
+        c.range_deletes_gone,
         c.files_dropped,
         mb(c.bytes_dropped),
     );

@@ -772,6 +772,7 @@ fn stats_json(s: &cellar::Stats) -> serde_json::Value {
         "compaction_pending_bytes": s.compaction.pending_bytes,
         "compaction_files_dropped": s.compaction.files_dropped,
         "compaction_bytes_dropped": s.compaction.bytes_dropped,
+        "compaction_range_deletes_gone": s.compaction.range_deletes_gone,
         "levels": levels,
         "wal": {
             "device": s.wal.backend.to_string(),
