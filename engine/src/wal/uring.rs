@@ -18,7 +18,13 @@
 //! instead of a buffered write and a linked fsync. The kernel runs an io_uring fsync on an io-wq
 //! worker thread (two more thread wake-ups per group); a direct write is issued from the
 //! submitting thread, and its completion makes the bytes durable (one fsyncing writer: 9.0-9.3k
-//! -> 10.4-10.6k puts/s; benches/RESULTS.md, session 40). Direct I/O wants
+//! -> 10.4-10.6k puts/s; benches/RESULTS.md, session 40).
+//!
+//! Why pwrite: the direct write is a blocking `pwrite`, not an io_uring `Write`. On a disk
+//! without FUA (this machine's), an `O_DSYNC` direct write ends with a cache flush: through
+//! io_uring the completion hands it to a kernel worker, then back to the ring; through `pwrite`
+//! the writer's thread does it itself. One fsyncing writer ran 11-31% faster in five alternated
+//! runs, 16 writers as fast or faster (benches/RESULTS.md, session 54). Direct I/O wants
 //! whole aligned blocks: the write covers the [`DIRECT_ALIGN`] blocks from the one holding the
 //! group's first byte to the one holding its last, so it rewrites the durable bytes at the head
 //! of that first block with the same content (kept in memory, [`Direct`]) and fills the rest
@@ -47,7 +53,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Weak};
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -58,7 +64,6 @@ use crate::fs::File;
 
 const WRITE_TAG: u64 = 1;
 const FSYNC_TAG: u64 = 2;
-const DIRECT_TAG: u64 = 3;
 /// Block size of direct writes: offsets, lengths and the buffer's address are multiples of it.
 /// 4 KiB satisfies every device with logical blocks up to that size, and is a page, so a direct
 /// write never leaves part of a page cached.
@@ -222,6 +227,13 @@ impl Direct {
         }
     }
 
+    /// The first `len` bytes of the aligned buffer as [`Direct::buffer`] left them; `None` if
+    /// it is shorter.
+    fn window(&self, len: usize) -> Option<&[u8]> {
+        let at = aligned_start(&self.mem);
+        self.mem.get(at..at + len)
+    }
+
     /// The aligned buffer, at least `len` bytes (a multiple of [`DIRECT_ALIGN`]); the first
     /// `tail` bytes survive growth.
     fn buffer(&mut self, len: usize) -> &mut [u8] {
@@ -290,7 +302,7 @@ impl DirectResult {
             r if r as usize == len => Ok(DirectResult::Done),
             r if (r as usize) < len => Ok(DirectResult::Short),
             r => Err(io::Error::other(format!(
-                "io_uring direct write reported {r} bytes for a {len}-byte request"
+                "direct write reported {r} bytes for a {len}-byte request"
             ))),
         }
     }
@@ -413,9 +425,6 @@ impl UringDevice {
                 }
             }
         }
-        let Some(dfd) = d.fd.as_ref().map(|f| f.as_raw_fd()) else {
-            return Ok(false);
-        };
         let start = offset - d.tail as u64;
         let used = d.tail + buf.len();
         let len = used.next_multiple_of(DIRECT_ALIGN);
@@ -423,22 +432,19 @@ impl UringDevice {
         let b = d.buffer(len);
         b[tail..used].copy_from_slice(buf);
         b[used..].fill(0);
-        let ptr = b.as_ptr();
         let mut retries = 0;
         loop {
-            let e = opcode::Write::new(types::Fd(dfd), ptr, len as u32)
-                .offset(start)
-                .build()
-                .user_data(DIRECT_TAG);
-            // SAFETY: the SQE points at `len` bytes of `self.direct.mem`, which is neither
-            // freed nor reallocated (nothing calls `buffer` with a larger length while the
-            // write may be in flight) before `reap` has reaped this SQE's completion (it returns
-            // early only when the SQE was provably never consumed). `dfd` is owned by
-            // `self.direct.fd`, which is not dropped during the call.
-            unsafe { self.ring.submission().push(&e) }
-                .map_err(|_| io::Error::other("io_uring queue full"))?;
-            let res = reap(&mut self.ring, &mut self.broken, 1)?[2]
-                .ok_or_else(|| io::Error::other("missing direct write completion"))?;
+            // A blocking `pwrite`, not an io_uring write: see the module docs ("why pwrite").
+            let res = {
+                let d = &self.direct;
+                match (d.fd.as_ref(), d.window(len)) {
+                    (Some(fd), Some(bytes)) => match rustix::io::pwrite(fd, bytes, start) {
+                        Ok(n) => i32::try_from(n).unwrap_or(i32::MAX),
+                        Err(e) => -e.raw_os_error(),
+                    },
+                    _ => return Ok(false),
+                }
+            };
             let d = &mut self.direct;
             match DirectResult::of(res, len)? {
                 DirectResult::Done => {
@@ -474,8 +480,8 @@ impl UringDevice {
 /// Submit what is queued and reap exactly `count` completions, results indexed by tag - 1.
 /// Never returns while a submitted SQE may still be in flight (the buffers it points to must
 /// outlive it); on an unknown ring state it marks the ring `broken`.
-fn reap(ring: &mut IoUring, broken: &mut bool, count: usize) -> io::Result<[Option<i32>; 3]> {
-    let mut res = [None; 3];
+fn reap(ring: &mut IoUring, broken: &mut bool, count: usize) -> io::Result<[Option<i32>; 2]> {
+    let mut res = [None; 2];
     let mut reaped = 0;
     while reaped < count {
         if let Err(e) = ring.submit_and_wait(count - reaped) {
