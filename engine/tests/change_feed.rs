@@ -56,6 +56,23 @@ fn drain(feed: &mut cellar::ChangeFeed) -> Vec<ChangeBatch> {
     out
 }
 
+/// A feed from seq 0 read until it has nothing more or fails (opening it included): the
+/// batches, and the error if any.
+fn read_to_error(db: &Db) -> (Vec<ChangeBatch>, Option<Error>) {
+    let mut got = Vec::new();
+    let mut feed = match db.changes_since(0) {
+        Ok(f) => f,
+        Err(e) => return (got, Some(e)),
+    };
+    loop {
+        match feed.next_batch() {
+            Ok(Some(b)) => got.push(b),
+            Ok(None) => return (got, None),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+}
+
 fn put(i: u64) -> Put {
     Put::new(format!("r{i:05}")).add_at("a", "q", i, format!("{i:0>120}"))
 }
@@ -444,15 +461,7 @@ fn damage_in_a_finished_segment_is_corruption_never_a_wrong_batch() {
     let (mut corrupt, mut whole) = (0, 0);
     for off in (0..end + 16).step_by(3) {
         flip_byte(seg, off);
-        let mut feed = db.changes_since(0).unwrap();
-        let mut got = Vec::new();
-        let err = loop {
-            match feed.next_batch() {
-                Ok(Some(b)) => got.push(b),
-                Ok(None) => break None,
-                Err(e) => break Some(e),
-            }
-        };
+        let (got, err) = read_to_error(&db);
         flip_byte(seg, off);
         assert_eq!(got[..], truth[..got.len()], "flip at {off}: a wrong batch");
         match err {
@@ -501,19 +510,9 @@ fn damage_in_the_live_segment_is_corruption_at_once() {
     let (mut corrupt, mut whole) = (0, 0);
     for off in (records[0].0 as u64..end).step_by(5) {
         flip_byte(&seg, off);
-        let mut got = Vec::new();
         // The feed's start is searched by the segments' first records: damage there is found
         // by `changes_since` itself.
-        let err = match db.changes_since(0) {
-            Ok(mut feed) => loop {
-                match feed.next_batch() {
-                    Ok(Some(b)) => got.push(b),
-                    Ok(None) => break None,
-                    Err(e) => break Some(e),
-                }
-            },
-            Err(e) => Some(e),
-        };
+        let (got, err) = read_to_error(&db);
         flip_byte(&seg, off);
         assert_eq!(got[..], truth[..got.len()], "flip at {off}: a wrong batch");
         match err {

@@ -400,12 +400,7 @@ impl Db {
             return Ok(());
         };
         let seg = open_segment(self, succ, succ_path)?;
-        let mut r = Reader {
-            seg: &seg,
-            buf: Vec::new(),
-            buf_at: 0,
-            fresh: false,
-        };
+        let mut r = Reader::new(&seg);
         match r.step(0)? {
             Step::Link {
                 previous,
@@ -456,12 +451,7 @@ impl Db {
 /// (which would make the log seem to start later: `ChangesUnavailable`).
 fn first_seq(db: &Db, number: u64, path: &std::path::Path, written: u64) -> Result<First> {
     let seg = open_segment(db, number, path.to_path_buf())?;
-    let mut r = Reader {
-        seg: &seg,
-        buf: Vec::new(),
-        buf_at: 0,
-        fresh: false,
-    };
+    let mut r = Reader::new(&seg);
     let mut pos = 0u64;
     loop {
         match r.step(pos)? {
@@ -498,6 +488,18 @@ struct Reader<'a> {
     /// Whether the last `step` read its bytes from the file (rather than the buffer, which
     /// may predate records written since).
     fresh: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of `seg` with nothing buffered: its first step reads the file.
+    fn new(seg: &'a Segment) -> Self {
+        Reader {
+            seg,
+            buf: Vec::new(),
+            buf_at: 0,
+            fresh: false,
+        }
+    }
 }
 
 impl Reader<'_> {
@@ -714,12 +716,7 @@ impl ChangeFeed {
             return Ok(());
         }
         self.buf.clear();
-        let mut r = Reader {
-            seg: &self.seg,
-            buf: Vec::new(),
-            buf_at: 0,
-            fresh: false,
-        };
+        let mut r = Reader::new(&self.seg);
         match r.step(self.pos)? {
             Step::End => Err(self.corruption(format!(
                 "no record where the writer had written up to offset {end} (in the live segment)"
@@ -748,12 +745,7 @@ impl ChangeFeed {
             return Ok(false);
         };
         // The segment is finished now; what this read found may predate its last records.
-        let mut r = Reader {
-            seg: &self.seg,
-            buf: Vec::new(),
-            buf_at: 0,
-            fresh: false,
-        };
+        let mut r = Reader::new(&self.seg);
         match r.step(self.pos)? {
             Step::End => {}
             Step::Damaged(what) => {
