@@ -322,15 +322,8 @@ impl DbInner {
                 continue;
             }
             let rows = crate::compaction::picker::Rows::of(f);
-            let mut cut: Vec<&crate::types::RangeDelete> = ripe
-                .iter()
-                .filter(|d| {
-                    d.seq > f.range_clean
-                        && d.ts >= f.min_ts
-                        && d.start.as_slice() <= rows.hi
-                        && (d.stop.is_empty() || d.stop.as_slice() > rows.lo)
-                })
-                .collect();
+            let mut cut: Vec<&crate::types::RangeDelete> =
+                ripe.iter().filter(|d| may_hold(f, d)).collect();
             if cut.is_empty() || cut.iter().any(|d| d.covers(rows.lo) && d.covers(rows.hi)) {
                 continue;
             }
@@ -1327,6 +1320,16 @@ pub(super) fn applies_range_deletes(d: &FamilyDescriptor) -> bool {
 /// oldest read point it purged at, and the row-range deletes its purge rules let go.
 type Written = (Vec<FileMeta>, u64, [u64; 5], u64, Vec<SeqNo>);
 
+/// Whether file `f` may hold a cell row-range delete `d` masks: `d` meets its rows, reaches
+/// its oldest timestamp, and no flush or compaction that applied `d` wrote it (`range_clean`).
+fn may_hold(f: &FileMeta, d: &crate::types::RangeDelete) -> bool {
+    let rows = crate::compaction::picker::Rows::of(f);
+    f.range_clean < d.seq
+        && f.min_ts <= d.ts
+        && d.start.as_slice() <= rows.hi
+        && (d.stop.is_empty() || d.stop.as_slice() > rows.lo)
+}
+
 /// The row-range deletes that may leave the manifest with `task`'s edit (SPEC.md §20.2), of
 /// two kinds, each only when no memstore of the family holds a write below the delete:
 /// - those among `spent` (the ones the compaction's purge rules let go) when its inputs are
@@ -1384,13 +1387,6 @@ fn spent_range_deletes(
         .chain(outputs)
         .filter(|f| f.range_clean < newest_ripe)
         .collect();
-    let may_hold = |f: &FileMeta, d: &crate::types::RangeDelete| {
-        let rows = crate::compaction::picker::Rows::of(f);
-        f.range_clean < d.seq
-            && f.min_ts <= d.ts
-            && d.start.as_slice() <= rows.hi
-            && (d.stop.is_empty() || d.stop.as_slice() > rows.lo)
-    };
     present
         .iter()
         .filter(|d| in_memory.is_none_or(|min| min > d.seq))
