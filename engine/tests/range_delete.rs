@@ -283,6 +283,108 @@ fn a_family_left_with_no_file_lets_it_go_at_a_major_compaction() {
     assert_eq!(rows_of(&db, "t"), names(&[1]));
 }
 
+/// Total compactions run, of every reason.
+fn compactions(db: &Db) -> u64 {
+    db.stats().compaction.by_reason.values().sum()
+}
+
+#[test]
+fn one_whose_cells_all_went_at_a_flush_leaves_without_a_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), opts());
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 10, 10);
+    db.flush().unwrap();
+    let t = db.table("t").unwrap();
+    // Rows in memory only: the flush drops what it masks, and the file it writes is clean of
+    // it. The second delete meets no row at all.
+    for i in 10..20 {
+        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
+    }
+    t.delete_rows(b"r12", b"r15").unwrap();
+    t.delete_rows(b"s", b"t").unwrap();
+    db.flush().unwrap();
+    // One entry a family.
+    assert_eq!(db.range_deletes("t").unwrap().len(), 4);
+    let before = compactions(&db);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(compactions(&db), before, "no compaction was due");
+    assert!(db.range_deletes("t").unwrap().is_empty());
+    assert_eq!(db.stats().compaction.range_deletes_gone, 4);
+    let mut live: Vec<u32> = (0..12).collect();
+    live.extend(15..20);
+    assert_eq!(rows_of(&db, "t"), names(&live));
+    drop(t);
+    drop(db);
+    let db = open(dir.path(), opts());
+    assert!(db.range_deletes("t").unwrap().is_empty());
+    assert_eq!(rows_of(&db, "t"), names(&live));
+}
+
+#[test]
+fn one_a_file_may_still_hold_a_cell_of_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts();
+    // One file of 40 rows that a delete of 4 cuts: below the rewrite ratio, so it is left.
+    o.compaction.range_delete_rewrite_ratio = 0.5;
+    let db = open(dir.path(), o);
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 40, 10);
+    db.flush().unwrap();
+    let t = db.table("t").unwrap();
+    t.delete_rows(b"r10", b"r14").unwrap();
+    // A snapshot older than a delete of rows only in memory holds that one back.
+    for i in 40..50 {
+        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
+    }
+    let snap = db.snapshot();
+    t.delete_rows(b"r42", b"r45").unwrap();
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.range_deletes("t").unwrap().len(), 4);
+    assert_eq!(db.stats().compaction.range_deletes_gone, 0);
+    drop(snap);
+    db.wait_for_compactions().unwrap();
+    // Family b's delete of rows b never had leaves. Family a's stays: its rows were flushed
+    // while the snapshot held them, so that file still holds what it masks.
+    let mut left: Vec<(String, Vec<u8>)> = db
+        .range_deletes("t")
+        .unwrap()
+        .into_iter()
+        .map(|(f, d)| (f, d.start))
+        .collect();
+    left.sort();
+    let want = [("a", "r10"), ("a", "r42"), ("b", "r10")]
+        .map(|(f, r)| (f.to_string(), r.as_bytes().to_vec()));
+    assert_eq!(left, want);
+    let mut live: Vec<u32> = (0..10).collect();
+    live.extend(14..42);
+    live.extend(45..50);
+    assert_eq!(rows_of(&db, "t"), names(&live));
+}
+
+#[test]
+fn compaction_threads_let_it_go_when_they_find_nothing_to_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts();
+    o.compaction.threads = 1;
+    let db = open(dir.path(), o);
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", 10, 10);
+    db.table("t").unwrap().delete_rows(b"r02", b"r05").unwrap();
+    // The flush kicks the thread, which finds no compaction due.
+    db.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !db.range_deletes("t").unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compaction thread kept a spent delete for a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(rows_of(&db, "t"), names(&[0, 1, 5, 6, 7, 8, 9]));
+}
+
 #[test]
 fn past_the_ttl_it_goes_whatever_keeps_markers() {
     use std::time::Duration;

@@ -404,6 +404,8 @@ impl DbInner {
         loop {
             let task = {
                 let mut st = self.compaction.lock();
+                // Once each time the thread wakes with nothing to compact.
+                let mut retire = true;
                 loop {
                     if self.shutdown.load(Ordering::SeqCst) || self.poisoned.lock().is_some() {
                         return;
@@ -430,8 +432,22 @@ impl DbInner {
                         st.running += 1;
                         break t;
                     }
+                    if retire {
+                        retire = false;
+                        // Unlocked: the edit takes the switch gate and the manifest lock,
+                        // which a flush takes before this one. Picked again after: a kick
+                        // meanwhile found no thread waiting.
+                        let r = parking_lot::MutexGuard::unlocked(&mut st, || {
+                            self.retire_idle_range_deletes()
+                        });
+                        if let Err(e) = r {
+                            tracing::warn!(error = %e, "could not remove spent row-range deletes");
+                        }
+                        continue;
+                    }
                     self.collect_garbage(&mut st);
                     self.compaction_cv.wait_for(&mut st, IDLE_RECHECK);
+                    retire = true;
                 }
             };
             let r = self.run_task(&task);
@@ -610,7 +626,7 @@ impl DbInner {
                         drop(st);
                         // No file to rewrite: a row-range delete whose cells all went at flushes
                         // (or were never written) can still leave.
-                        self.drop_range_deletes_of_empty_family(family)?;
+                        self.retire_range_deletes(family)?;
                         continue;
                     }
                 }
@@ -630,29 +646,29 @@ impl DbInner {
         Ok(())
     }
 
-    /// The row-range deletes of `family` that a major compaction would remove, removed when
-    /// the family has no file at all (so there is no compaction to do it; SPEC.md §20.2).
-    fn drop_range_deletes_of_empty_family(&self, family: FamilyId) -> Result<()> {
+    /// Remove the ripe row-range deletes of `family` that no file may hold a cell of (SPEC.md
+    /// §20.2 rule 4, the second way) in an edit of their own, without a compaction: a delete
+    /// whose cells all went at flushes or with files the trigger dropped or rewrote, or that
+    /// met no cell at all, otherwise stays until the family's next compaction, and one that
+    /// never comes (a quiet family) keeps it for good, taking a place in every read's index.
+    /// Returns how many left. Looked for first under the manifest lock alone, so a delete some
+    /// file still holds costs the writers nothing; the exclusive switch gate (no memstore
+    /// changes) is taken only when one may leave, and the check repeated under it.
+    pub(super) fn retire_range_deletes(&self, family: FamilyId) -> Result<u64> {
         let sv = self.sv();
         let Some(desc) = sv.families.get(&family).cloned() else {
-            return Ok(());
+            return Ok(0);
         };
         if sv.range_deletes(family).is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         drop(sv);
         let params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
             .bottommost(true)
             .purge_delay(self.opts.compaction.purge_delay);
-        let _exclusive = self.switch.exclusive();
-        let mut m = self.manifest.lock();
-        let (man, state) = &mut *m;
-        let spent: Vec<SeqNo> = state
-            .range_deletes(family)
-            .iter()
-            .filter(|d| range_delete_purgeable(&desc, &params, d))
-            .map(|d| d.seq)
-            .collect();
+        let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &params, d);
+        // No inputs: every file of the family stays, so only the "no file may hold it" way
+        // applies (and, for a family with no file, it is what a major compaction would do).
         let none = CompactionTask {
             family,
             inputs: Vec::new(),
@@ -663,10 +679,18 @@ impl DbInner {
             target_file_size: 0,
             reason: crate::compaction::CompactionReason::Manual,
         };
-        let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &params, d);
-        let gone = spent_range_deletes(state, &self.sv(), &none, &[], &spent, &ripe);
+        {
+            let m = self.manifest.lock();
+            if spent_range_deletes(&m.1, &self.sv(), &none, &[], &[], &ripe).is_empty() {
+                return Ok(0);
+            }
+        }
+        let _exclusive = self.switch.exclusive();
+        let mut m = self.manifest.lock();
+        let (man, state) = &mut *m;
+        let gone = spent_range_deletes(state, &self.sv(), &none, &[], &[], &ripe);
         if gone.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let edit = VersionEdit {
             range_deletes_gone: gone,
@@ -683,7 +707,45 @@ impl DbInner {
         *self.sv.write() = Arc::new(SuperVersion::build(state, Some(&current)));
         drop(m);
         self.cstats.lock().range_deletes_gone += n;
-        Ok(())
+        tracing::debug!(
+            family,
+            deletes = n,
+            "row-range deletes left without a compaction"
+        );
+        Ok(n)
+    }
+
+    /// [`DbInner::retire_range_deletes`] for every family that has a ripe row-range delete and
+    /// that no ingestion or manual major compaction holds: what the compaction threads do
+    /// when they find nothing to compact, and `wait_for_compactions` before it returns.
+    pub(super) fn retire_idle_range_deletes(&self) -> Result<u64> {
+        let (held, sv) = {
+            let st = self.compaction.lock();
+            let held: BTreeSet<FamilyId> = st.ingesting.union(&st.manual).copied().collect();
+            (held, self.sv())
+        };
+        let params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
+            .bottommost(true)
+            .purge_delay(self.opts.compaction.purge_delay);
+        let families: Vec<FamilyId> = sv
+            .tables
+            .values()
+            .flat_map(|t| &t.families)
+            .filter(|f| !held.contains(&f.id))
+            .filter(|f| {
+                f.range_deletes
+                    .list()
+                    .iter()
+                    .any(|d| range_delete_purgeable(&f.descriptor, &params, d))
+            })
+            .map(|f| f.id)
+            .collect();
+        drop(sv);
+        let mut n = 0;
+        for family in families {
+            n += self.retire_range_deletes(family)?;
+        }
+        Ok(n)
     }
 
     /// Keep compaction away from `family` for an ingestion: marks it held, then waits until
@@ -1252,6 +1314,8 @@ impl DbInner {
             match due {
                 None if st.running == 0 => {
                     self.collect_garbage(&mut st);
+                    drop(st);
+                    self.retire_idle_range_deletes()?;
                     return Ok(());
                 }
                 Some(t) if self.opts.compaction.threads == 0 => {
