@@ -104,18 +104,26 @@ fn names(v: &[u32]) -> Vec<String> {
     v.iter().map(|&i| row(i)).collect()
 }
 
+/// A database whose table `t` (families a and b) has rows `0..filed` in a file and rows
+/// `filed..filed + more` of family a in the memstore.
+fn filed_then_in_memory(dir: &Path, o: Options, filed: u32, more: u32) -> Db {
+    let db = open(dir, o);
+    two_families(&db, "t", |f| f);
+    fill(&db, "t", filed, 10);
+    db.flush().unwrap();
+    let t = db.table("t").unwrap();
+    for i in filed..filed + more {
+        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
+    }
+    db
+}
+
 #[test]
 fn masks_the_rows_of_its_range_in_memstores_and_files() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), opts());
-    two_families(&db, "t", |f| f);
-    fill(&db, "t", 10, 10);
-    db.flush().unwrap();
+    let db = filed_then_in_memory(dir.path(), opts(), 10, 10);
     // Half in a file, half in the memstore, one row in both.
     let t = db.table("t").unwrap();
-    for i in 10..20 {
-        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
-    }
     t.put(Put::new(row(6)).add_at("a", "p", 11, "m")).unwrap();
     t.delete_rows(b"r05", b"r15").unwrap();
     let want: Vec<u32> = (0..5).chain(15..20).collect();
@@ -291,16 +299,10 @@ fn compactions(db: &Db) -> u64 {
 #[test]
 fn one_whose_cells_all_went_at_a_flush_leaves_without_a_compaction() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), opts());
-    two_families(&db, "t", |f| f);
-    fill(&db, "t", 10, 10);
-    db.flush().unwrap();
+    let db = filed_then_in_memory(dir.path(), opts(), 10, 10);
     let t = db.table("t").unwrap();
     // Rows in memory only: the flush drops what it masks, and the file it writes is clean of
     // it. The second delete meets no row at all.
-    for i in 10..20 {
-        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
-    }
     t.delete_rows(b"r12", b"r15").unwrap();
     t.delete_rows(b"s", b"t").unwrap();
     db.flush().unwrap();
@@ -327,16 +329,10 @@ fn one_a_file_may_still_hold_a_cell_of_stays() {
     let mut o = opts();
     // One file of 40 rows that a delete of 4 cuts: below the rewrite ratio, so it is left.
     o.compaction.range_delete_rewrite_ratio = 0.5;
-    let db = open(dir.path(), o);
-    two_families(&db, "t", |f| f);
-    fill(&db, "t", 40, 10);
-    db.flush().unwrap();
+    let db = filed_then_in_memory(dir.path(), o, 40, 10);
     let t = db.table("t").unwrap();
     t.delete_rows(b"r10", b"r14").unwrap();
     // A snapshot older than a delete of rows only in memory holds that one back.
-    for i in 40..50 {
-        t.put(Put::new(row(i)).add_at("a", "q", 10, "m")).unwrap();
-    }
     let snap = db.snapshot();
     t.delete_rows(b"r42", b"r45").unwrap();
     db.flush().unwrap();
