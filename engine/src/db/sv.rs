@@ -141,7 +141,8 @@ impl SuperVersion {
 }
 
 /// The index of family `id`'s row-range deletes: the previous super-version's when they did
-/// not change (the usual case: flushes and compactions rebuild the super-version), else built.
+/// not change (the usual case: flushes and compactions rebuild the super-version), else built
+/// from it (a few added or removed).
 fn range_index(
     state: &ManifestState,
     prev: Option<&SuperVersion>,
@@ -156,6 +157,7 @@ fn range_index(
     match old {
         Some(o) if o.list() == list => o.clone(),
         _ if list.is_empty() => Arc::new(RangeDeletes::default()),
-        _ => Arc::new(RangeDeletes::new(list.to_vec())),
+        Some(o) => Arc::new(o.updated(list.to_vec())),
+        None => Arc::new(RangeDeletes::new(list.to_vec())),
     }
 }
