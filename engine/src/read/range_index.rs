@@ -109,6 +109,10 @@ impl RangeDeletes {
                 _ => added.push(j as u32),
             }
         }
+        let kept_in_place = moved.iter().enumerate().all(|(i, &j)| j as usize == i);
+        if kept_in_place && added.len() == 1 && added[0] as usize + 1 == list.len() {
+            return self.with_last_added(list);
+        }
         let merge =
             |old: &[u32], key: fn(&RangeDelete) -> &[u8], keep: fn(&RangeDelete) -> bool| {
                 let mut add: Vec<u32> = added
@@ -136,6 +140,111 @@ impl RangeDeletes {
         let by_start = merge(&self.by_start, |d| &d.start, |_| true);
         let by_stop = merge(&self.by_stop, |d| &d.stop, |d| !d.stop.is_empty());
         Self::sweep(list, by_start, by_stop)
+    }
+
+    /// The index of `list`, which is this one's list plus one delete at the end (a write's):
+    /// the pieces outside its rows are kept as they are, those it meets are cut at its bounds
+    /// and given it, and the gaps it meets become pieces of it alone. No sweep over every
+    /// piece's covering set: at 5,000 live deletes the sweep was 28% of a delete's time.
+    fn with_last_added(&self, list: Vec<RangeDelete>) -> Self {
+        let at = (list.len() - 1) as u32;
+        let row = |b: Bound| {
+            let d = &list[b.at as usize];
+            if b.stop {
+                d.stop.as_slice()
+            } else {
+                d.start.as_slice()
+            }
+        };
+        let d = &list[at as usize];
+        let mut by_start = self.by_start.clone();
+        let i = by_start.partition_point(|&o| list[o as usize].start <= d.start);
+        by_start.insert(i, at);
+        let mut by_stop = self.by_stop.clone();
+        if !d.stop.is_empty() {
+            let i = by_stop.partition_point(|&o| list[o as usize].stop <= d.stop);
+            by_stop.insert(i, at);
+        }
+        let start = Bound { at, stop: false };
+        let stop = (!d.stop.is_empty()).then_some(Bound { at, stop: true });
+        let cover = (d.ts, d.seq);
+        let mut pieces = Vec::with_capacity(self.pieces.len() + 3);
+        let mut covers = Vec::with_capacity(self.covers.len() + self.pieces.len() + 1);
+        let mut push = |lo: Bound, hi: Option<Bound>, old: &[(Timestamp, SeqNo)], with: bool| {
+            covers.extend_from_slice(old);
+            if with {
+                covers.push(cover);
+            }
+            pieces.push(Piece {
+                start: lo,
+                stop: hi,
+                end: covers.len() as u32,
+            });
+        };
+        // The first row of the delete's range not yet given a piece; `None` once it is done.
+        // An empty range (only a damaged manifest holds one) covers no row.
+        let mut next = match stop {
+            Some(e) if row(e) <= row(start) => None,
+            _ => Some(start),
+        };
+        let mut from = 0;
+        for p in &self.pieces {
+            let old = &self.covers[from..p.end as usize];
+            from = p.end as usize;
+            // The rows of the range before this piece: a gap, now the delete's alone.
+            if let Some(n) = next {
+                if row(n) < row(p.start) {
+                    match stop {
+                        Some(e) if row(e) <= row(p.start) => {
+                            push(n, Some(e), &[], true);
+                            next = None;
+                        }
+                        _ => {
+                            push(n, Some(p.start), &[], true);
+                            next = Some(p.start);
+                        }
+                    }
+                }
+            }
+            let Some(n) = next else {
+                push(p.start, p.stop, old, false);
+                continue;
+            };
+            if p.stop.is_some_and(|s| row(s) <= row(n)) {
+                // Wholly before the range.
+                push(p.start, p.stop, old, false);
+                continue;
+            }
+            if row(p.start) < row(n) {
+                push(p.start, Some(n), old, false);
+            }
+            match stop {
+                Some(e) if p.stop.is_none_or(|s| row(e) < row(s)) => {
+                    // The range ends inside this piece.
+                    push(n, Some(e), old, true);
+                    push(e, p.stop, old, false);
+                    next = None;
+                }
+                _ => {
+                    push(n, p.stop, old, true);
+                    next = match (p.stop, stop) {
+                        (Some(s), Some(e)) if row(s) == row(e) => None,
+                        (Some(s), _) => Some(s),
+                        (None, _) => None,
+                    };
+                }
+            }
+        }
+        if let Some(n) = next {
+            push(n, stop, &[], true);
+        }
+        RangeDeletes {
+            list,
+            by_start,
+            by_stop,
+            pieces,
+            covers,
+        }
     }
 
     /// The pieces, from the deletes' positions by start and by stop.
@@ -227,6 +336,38 @@ impl RangeDeletes {
         } else {
             &d.start
         }
+    }
+
+    /// Pieces non-empty, in order, apart, with covering sets, and the orders sorted.
+    #[cfg(test)]
+    fn assert_well_formed(&self) {
+        let mut from = 0;
+        for (i, p) in self.pieces.iter().enumerate() {
+            let stop = p.stop.map(|b| self.row(b));
+            assert!(
+                stop.is_none_or(|s| self.row(p.start) < s),
+                "piece {i} empty"
+            );
+            if let Some(q) = self.pieces.get(i + 1) {
+                assert!(
+                    stop.is_some_and(|s| s <= self.row(q.start)),
+                    "piece {i} overlaps"
+                );
+            }
+            assert!(p.end as usize > from, "piece {i} covered by nothing");
+            from = p.end as usize;
+        }
+        assert_eq!(from, self.covers.len());
+        let key = |&i: &u32, stop: bool| self.row(Bound { at: i, stop });
+        assert!(self
+            .by_start
+            .windows(2)
+            .all(|w| key(&w[0], false) <= key(&w[1], false)));
+        assert!(self
+            .by_stop
+            .windows(2)
+            .all(|w| key(&w[0], true) <= key(&w[1], true)));
+        assert_eq!(self.by_start.len(), self.list.len());
     }
 
     /// Where `row` falls.
@@ -341,6 +482,7 @@ mod tests {
             })
             .collect();
         let check = |idx: &RangeDeletes, list: &[RangeDelete]| {
+            idx.assert_well_formed();
             for r in &probes {
                 let mut want: Vec<(u64, u64)> = list
                     .iter()
@@ -394,6 +536,31 @@ mod tests {
             let mut shuffled = list.clone();
             shuffled.reverse();
             check(&idx.updated(shuffled.clone()), &shuffled);
+        }
+        // One delete added at a time, nothing removed: the path that keeps the pieces.
+        for _ in 0..200 {
+            let mut list: Vec<RangeDelete> = Vec::new();
+            let mut idx = RangeDeletes::default();
+            for seq in 1..=12 {
+                let start = if rng.random_bool(0.1) {
+                    Vec::new()
+                } else {
+                    row(rng.random_range(0..10))
+                };
+                let stop = if rng.random_bool(0.15) {
+                    Vec::new()
+                } else {
+                    row(rng.random_range(0..10))
+                };
+                list.push(RangeDelete {
+                    start,
+                    stop,
+                    ts: rng.random_range(0..5),
+                    seq,
+                });
+                idx = idx.updated(list.clone());
+                check(&idx, &list);
+            }
         }
         // One seq, another delete: indexed anew, not followed.
         let old = RangeDeletes::new(vec![d("b", "d", 1, 1)]);
