@@ -504,7 +504,9 @@ mod tests {
                 }
             }
         };
-        for _ in 0..100 {
+        // Miri runs a few of each (`cargo +nightly miri test -p cellar --lib range_index`).
+        let rounds = if cfg!(miri) { 2 } else { 100 };
+        for _ in 0..rounds {
             let mut list: Vec<RangeDelete> = Vec::new();
             let mut idx = RangeDeletes::default();
             let mut seq = 0;
@@ -538,7 +540,7 @@ mod tests {
             check(&idx.updated(shuffled.clone()), &shuffled);
         }
         // One delete added at a time, nothing removed: the path that keeps the pieces.
-        for _ in 0..200 {
+        for _ in 0..rounds * 2 {
             let mut list: Vec<RangeDelete> = Vec::new();
             let mut idx = RangeDeletes::default();
             for seq in 1..=12 {
