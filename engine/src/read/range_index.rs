@@ -25,6 +25,18 @@ struct Bound {
     stop: bool,
 }
 
+impl Bound {
+    #[inline]
+    fn row(self, list: &[RangeDelete]) -> &[u8] {
+        let d = &list[self.at as usize];
+        if self.stop {
+            &d.stop
+        } else {
+            &d.start
+        }
+    }
+}
+
 /// Rows `[start, stop)` (`stop` `None`: to the end), covered by the deletes of
 /// `covers[previous piece's end..end]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,14 +160,7 @@ impl RangeDeletes {
     /// piece's covering set: at 5,000 live deletes the sweep was 28% of a delete's time.
     fn with_last_added(&self, list: Vec<RangeDelete>) -> Self {
         let at = (list.len() - 1) as u32;
-        let row = |b: Bound| {
-            let d = &list[b.at as usize];
-            if b.stop {
-                d.stop.as_slice()
-            } else {
-                d.start.as_slice()
-            }
-        };
+        let row = |b: Bound| b.row(&list);
         let d = &list[at as usize];
         let mut by_start = self.by_start.clone();
         let i = by_start.partition_point(|&o| list[o as usize].start <= d.start);
@@ -249,14 +254,7 @@ impl RangeDeletes {
 
     /// The pieces, from the deletes' positions by start and by stop.
     fn sweep(list: Vec<RangeDelete>, by_start: Vec<u32>, by_stop: Vec<u32>) -> Self {
-        let row = |b: Bound| {
-            let d = &list[b.at as usize];
-            if b.stop {
-                d.stop.as_slice()
-            } else {
-                d.start.as_slice()
-            }
-        };
+        let row = |b: Bound| b.row(&list);
         // Every distinct bound, in order: the two orders merged.
         let mut bounds: Vec<Bound> = Vec::with_capacity(by_start.len() + by_stop.len());
         {
@@ -330,12 +328,7 @@ impl RangeDeletes {
     }
 
     fn row(&self, b: Bound) -> &[u8] {
-        let d = &self.list[b.at as usize];
-        if b.stop {
-            &d.stop
-        } else {
-            &d.start
-        }
+        b.row(&self.list)
     }
 
     /// Pieces non-empty, in order, apart, with covering sets, and the orders sorted.
@@ -466,44 +459,77 @@ mod tests {
         }
     }
 
+    /// Rows `a`..`j` (the random deletes' bounds), the empty row, and a row between each two.
+    fn probes() -> Vec<Vec<u8>> {
+        (0..=20u8)
+            .map(|p| match p {
+                0 => Vec::new(),
+                p if p % 2 == 1 => vec![b'a' + p / 2],
+                p => vec![b'a' + p / 2 - 1, b'0'],
+            })
+            .collect()
+    }
+
+    /// A delete of random bounds among the probes' rows (sometimes from the first row or to
+    /// the end; sometimes empty or reversed, as only a damaged manifest holds).
+    fn random_delete(rng: &mut rand::rngs::StdRng, seq: u64) -> RangeDelete {
+        use rand::Rng;
+        let mut bound = |p: f64| {
+            if rng.random_bool(p) {
+                Vec::new()
+            } else {
+                vec![b'a' + rng.random_range(0..10)]
+            }
+        };
+        let (start, stop) = (bound(0.1), bound(0.15));
+        RangeDelete {
+            start,
+            stop,
+            ts: rng.random_range(0..5),
+            seq,
+        }
+    }
+
+    /// `idx` is well formed and answers for every probe what a walk over `list` gives, with
+    /// bounds that hold exactly the probes with the same answer.
+    fn check(idx: &RangeDeletes, list: &[RangeDelete]) {
+        idx.assert_well_formed();
+        let probes = probes();
+        let answer = |r: &[u8]| {
+            let mut got = idx.locate(r).covers.to_vec();
+            got.sort_unstable();
+            got
+        };
+        for r in &probes {
+            let mut want: Vec<(u64, u64)> = list
+                .iter()
+                .filter(|x| x.covers(r))
+                .map(|x| (x.ts, x.seq))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(answer(r), want, "{list:?} row {r:?}");
+            let at = idx.locate(r);
+            assert!(at.lo <= r.as_slice() && at.hi.is_none_or(|h| r.as_slice() < h));
+            for other in &probes {
+                if at.lo <= other.as_slice() && at.hi.is_none_or(|h| other.as_slice() < h) {
+                    assert_eq!(
+                        answer(other),
+                        want,
+                        "{list:?}: {r:?} and {other:?} share bounds"
+                    );
+                }
+            }
+        }
+    }
+
     /// Indexes made by `updated` from the one before, through random additions and removals
-    /// (as the manifest makes them: seq order kept), answer as the list does; so does one
-    /// made from a list out of seq order, which `updated` indexes anew.
+    /// (as the manifest makes them: seq order kept) and through single additions (the path
+    /// that keeps the pieces), answer as the list does; so does one made from a list out of
+    /// seq order, or with one seq holding another delete, which `updated` indexes anew.
     #[test]
     fn updated_indexes_agree_with_the_list() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(55);
-        let row = |n: u8| vec![b'a' + n];
-        let probes: Vec<Vec<u8>> = (0..=20u8)
-            .map(|p| match p {
-                0 => Vec::new(),
-                p if p % 2 == 1 => row(p / 2),
-                p => vec![b'a' + p / 2 - 1, b'0'],
-            })
-            .collect();
-        let check = |idx: &RangeDeletes, list: &[RangeDelete]| {
-            idx.assert_well_formed();
-            for r in &probes {
-                let mut want: Vec<(u64, u64)> = list
-                    .iter()
-                    .filter(|x| x.covers(r))
-                    .map(|x| (x.ts, x.seq))
-                    .collect();
-                let at = idx.locate(r);
-                let mut got = at.covers.to_vec();
-                want.sort_unstable();
-                got.sort_unstable();
-                assert_eq!(got, want, "{list:?} row {r:?}");
-                assert!(at.lo <= r.as_slice() && at.hi.is_none_or(|h| r.as_slice() < h));
-                for other in &probes {
-                    if at.lo <= other.as_slice() && at.hi.is_none_or(|h| other.as_slice() < h) {
-                        let mut o = idx.locate(other).covers.to_vec();
-                        o.sort_unstable();
-                        assert_eq!(o, want, "{list:?}: {r:?} and {other:?} share bounds");
-                    }
-                }
-            }
-        };
         // Miri runs a few of each (`cargo +nightly miri test -p cellar --lib range_index`).
         let rounds = if cfg!(miri) { 2 } else { 100 };
         for _ in 0..rounds {
@@ -515,22 +541,7 @@ mod tests {
                 list.retain(|_| !rng.random_bool(0.2));
                 for _ in 0..rng.random_range(0..4) {
                     seq += 1;
-                    let start = if rng.random_bool(0.1) {
-                        Vec::new()
-                    } else {
-                        row(rng.random_range(0..10))
-                    };
-                    let stop = if rng.random_bool(0.15) {
-                        Vec::new()
-                    } else {
-                        row(rng.random_range(0..10))
-                    };
-                    list.push(RangeDelete {
-                        start,
-                        stop,
-                        ts: rng.random_range(0..5),
-                        seq,
-                    });
+                    list.push(random_delete(&mut rng, seq));
                 }
                 idx = idx.updated(list.clone());
                 check(&idx, &list);
@@ -539,32 +550,15 @@ mod tests {
             shuffled.reverse();
             check(&idx.updated(shuffled.clone()), &shuffled);
         }
-        // One delete added at a time, nothing removed: the path that keeps the pieces.
         for _ in 0..rounds * 2 {
             let mut list: Vec<RangeDelete> = Vec::new();
             let mut idx = RangeDeletes::default();
             for seq in 1..=12 {
-                let start = if rng.random_bool(0.1) {
-                    Vec::new()
-                } else {
-                    row(rng.random_range(0..10))
-                };
-                let stop = if rng.random_bool(0.15) {
-                    Vec::new()
-                } else {
-                    row(rng.random_range(0..10))
-                };
-                list.push(RangeDelete {
-                    start,
-                    stop,
-                    ts: rng.random_range(0..5),
-                    seq,
-                });
+                list.push(random_delete(&mut rng, seq));
                 idx = idx.updated(list.clone());
                 check(&idx, &list);
             }
         }
-        // One seq, another delete: indexed anew, not followed.
         let old = RangeDeletes::new(vec![d("b", "d", 1, 1)]);
         let list = vec![d("c", "e", 1, 1)];
         check(&old.updated(list.clone()), &list);
@@ -577,51 +571,10 @@ mod tests {
     fn the_sweep_agrees_with_the_list_on_random_lists() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(54);
-        let row = |n: u8| vec![b'a' + n];
-        for _ in 0..500 {
+        for _ in 0..if cfg!(miri) { 20 } else { 500 } {
             let n = rng.random_range(0..12);
-            let list: Vec<RangeDelete> = (0..n)
-                .map(|i| {
-                    let start = if rng.random_bool(0.1) {
-                        Vec::new()
-                    } else {
-                        row(rng.random_range(0..10))
-                    };
-                    let stop = if rng.random_bool(0.15) {
-                        Vec::new()
-                    } else {
-                        row(rng.random_range(0..10))
-                    };
-                    RangeDelete {
-                        start,
-                        stop,
-                        ts: rng.random_range(0..5),
-                        seq: i,
-                    }
-                })
-                .collect();
-            let idx = RangeDeletes::new(list.clone());
-            for probe in 0..=20u8 {
-                let r: Vec<u8> = if probe == 0 {
-                    Vec::new()
-                } else if probe % 2 == 1 {
-                    row(probe / 2)
-                } else {
-                    // Between two bounds.
-                    vec![b'a' + probe / 2 - 1, b'0']
-                };
-                let mut want: Vec<(u64, u64)> = list
-                    .iter()
-                    .filter(|x| x.covers(&r))
-                    .map(|x| (x.ts, x.seq))
-                    .collect();
-                let at = idx.locate(&r);
-                let mut got = at.covers.to_vec();
-                want.sort_unstable();
-                got.sort_unstable();
-                assert_eq!(got, want, "{list:?} row {r:?}");
-                assert!(at.lo <= r.as_slice() && at.hi.is_none_or(|h| r.as_slice() < h));
-            }
+            let list: Vec<RangeDelete> = (0..n).map(|i| random_delete(&mut rng, i)).collect();
+            check(&RangeDeletes::new(list.clone()), &list);
         }
     }
 }
