@@ -646,6 +646,14 @@ impl DbInner {
         Ok(())
     }
 
+    /// The purge parameters a bottommost compaction would judge row-range deletes by now:
+    /// those under which `range_delete_purgeable` calls a delete ripe (SPEC.md §20.2 rule 4).
+    fn ripe_params(&self) -> PurgeParams {
+        PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
+            .bottommost(true)
+            .purge_delay(self.opts.compaction.purge_delay)
+    }
+
     /// Remove the ripe row-range deletes of `family` that no file may hold a cell of (SPEC.md
     /// §20.2 rule 4, the second way) in an edit of their own, without a compaction: a delete
     /// whose cells all went at flushes or with files the trigger dropped or rewrote, or that
@@ -663,9 +671,7 @@ impl DbInner {
             return Ok(0);
         }
         drop(sv);
-        let params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
-            .bottommost(true)
-            .purge_delay(self.opts.compaction.purge_delay);
+        let params = self.ripe_params();
         let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &params, d);
         // No inputs: every file of the family stays, so only the "no file may hold it" way
         // applies (and, for a family with no file, it is what a major compaction would do).
@@ -724,9 +730,7 @@ impl DbInner {
             let held: BTreeSet<FamilyId> = st.ingesting.union(&st.manual).copied().collect();
             (held, self.sv())
         };
-        let params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
-            .bottommost(true)
-            .purge_delay(self.opts.compaction.purge_delay);
+        let params = self.ripe_params();
         let families: Vec<FamilyId> = sv
             .tables
             .values()
@@ -856,9 +860,7 @@ impl DbInner {
         };
         // Ripe as a major compaction would judge it now (the file checks stand in for reading
         // every file); taken before the gate, as the merge took its own.
-        let ripe_params = PurgeParams::new(self.smallest_snapshot(), 0, self.opts.clock.now_ms())
-            .bottommost(true)
-            .purge_delay(self.opts.compaction.purge_delay);
+        let ripe_params = self.ripe_params();
         let ripe = |d: &crate::types::RangeDelete| range_delete_purgeable(&desc, &ripe_params, d);
         let range_deletes_gone;
         {
