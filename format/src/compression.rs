@@ -74,6 +74,75 @@ pub fn compress(ty: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> Compressi
     }
 }
 
+/// Consecutive data blocks compression failed to shrink by 1/8 before a writer stops trying.
+const GATE_FAILURES: u32 = 4;
+/// Blocks stored raw untried after the first such run; doubled after each failed retry.
+const GATE_FIRST_SKIP: u32 = 8;
+/// The most blocks stored raw untried between two retries.
+const GATE_MAX_SKIP: u32 = 64;
+
+/// Whether a writer tries to compress its next data block (SPEC.md §4.2).
+///
+/// Why: incompressible values (random ids, encrypted or already compressed payloads) make
+/// every LZ4 attempt a full pass over the block that is then thrown away. On the comparison's
+/// random 100-byte values that was a tenth of writing an HFile for a bulk load and 2% of the
+/// whole main phase's CPU (flushes and compactions; `perf`, benches/RESULTS.md session 56).
+/// After [`GATE_FAILURES`] blocks in a row that did not compress, the next blocks are stored
+/// raw without trying: 8, then 16, 32 and at most 64 after each retry that fails too. A block
+/// that compresses again ends the skipping. The bytes are those a failed attempt writes (the
+/// block raw, NONE in its envelope), so readers see nothing new; the cost is at most
+/// [`GATE_MAX_SKIP`] blocks stored raw after the data turns compressible within a file.
+#[derive(Debug, Clone)]
+pub struct CompressionGate {
+    failures: u32,
+    skip: u32,
+    backoff: u32,
+}
+
+impl Default for CompressionGate {
+    fn default() -> Self {
+        CompressionGate {
+            failures: 0,
+            skip: 0,
+            backoff: GATE_FIRST_SKIP,
+        }
+    }
+}
+
+impl CompressionGate {
+    /// The compression to try on the next block: `configured`, or NONE while skipping.
+    pub fn choose(&mut self, configured: CompressionType) -> CompressionType {
+        if configured == CompressionType::None {
+            return configured;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return CompressionType::None;
+        }
+        configured
+    }
+
+    /// Note what the block [`CompressionGate::choose`] was asked for got: `tried` the type
+    /// chosen, `used` the type [`compress`] returned.
+    pub fn record(&mut self, tried: CompressionType, used: CompressionType) {
+        if tried == CompressionType::None {
+            return;
+        }
+        if used != CompressionType::None {
+            self.failures = 0;
+            self.backoff = GATE_FIRST_SKIP;
+            return;
+        }
+        self.failures += 1;
+        if self.failures >= GATE_FAILURES {
+            self.skip = self.backoff;
+            self.backoff = (self.backoff * 2).min(GATE_MAX_SKIP);
+            // One more failure, at the retry after the skip, starts the next skip.
+            self.failures = GATE_FAILURES - 1;
+        }
+    }
+}
+
 /// Decompress a stored payload whose envelope claims `raw_len` bytes.
 pub fn decompress(ty: CompressionType, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, Malformed> {
     check_raw_len(raw_len)?;
@@ -149,6 +218,66 @@ fn check_uncompressed(stored_len: usize, raw_len: u32) -> Result<(), Malformed> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of `outcomes` (true: the block compressed) the gate has the writer try.
+    fn tried(outcomes: &[bool]) -> Vec<bool> {
+        let mut g = CompressionGate::default();
+        outcomes
+            .iter()
+            .map(|&ok| {
+                let tried = g.choose(CompressionType::Lz4) == CompressionType::Lz4;
+                let used = if tried && ok {
+                    CompressionType::Lz4
+                } else {
+                    CompressionType::None
+                };
+                let t = if tried {
+                    CompressionType::Lz4
+                } else {
+                    CompressionType::None
+                };
+                g.record(t, used);
+                tried
+            })
+            .collect()
+    }
+
+    /// Blocks tried, as positions.
+    fn positions(t: &[bool]) -> Vec<usize> {
+        t.iter()
+            .enumerate()
+            .filter(|(_, &t)| t)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn the_gate_backs_off_on_incompressible_blocks_and_resets_on_a_success() {
+        // Never compressible: 4 tries, then skips of 8, 16, 32, 64, 64, ... with one try
+        // after each.
+        let t = tried(&[false; 300]);
+        assert_eq!(positions(&t), vec![0, 1, 2, 3, 12, 29, 62, 127, 192, 257]);
+        // Always compressible: every block tried.
+        assert!(tried(&[true; 100]).iter().all(|&t| t));
+        // Incompressible, then compressible from block 40: the skip of 32 after the try at
+        // 29 runs to 61, the try at 62 succeeds, and every block after it is tried again.
+        let mut o = vec![false; 40];
+        o.extend([true; 60]);
+        let t = tried(&o);
+        assert_eq!(positions(&t)[..6], [0, 1, 2, 3, 12, 29]);
+        assert!(t[30..62].iter().all(|&t| !t));
+        assert!(t[62..].iter().all(|&t| t));
+        // A success among failures starts the count again: 3 failures, a success, 3 more
+        // failures are all tried.
+        let t = tried(&[false, false, false, true, false, false, false]);
+        assert!(t.iter().all(|&t| t));
+        // A writer not configured to compress never tries.
+        let mut g = CompressionGate::default();
+        for _ in 0..10 {
+            assert_eq!(g.choose(CompressionType::None), CompressionType::None);
+            g.record(CompressionType::None, CompressionType::None);
+        }
+    }
 
     /// 4 KiB that LZ4 compresses, and its compressed form.
     fn compressible() -> (Vec<u8>, Vec<u8>) {

@@ -12,7 +12,7 @@ use crate::block::{seal_block, BlockBuilder, BlockHandle, BlockType, DataBlockEn
 use crate::bloom::{BloomBuilder, BloomConfig, ChunkMeta, PendingChunk};
 use crate::cell::{shortest_separator, validate_key, KeyRef, MAX_TAGS_LEN, MAX_VALUE_LEN};
 use crate::checksum::ChecksumType;
-use crate::compression::CompressionType;
+use crate::compression::{CompressionGate, CompressionType};
 use crate::display::key_to_string;
 use crate::error::{Error, Result};
 use crate::file_info::FileInfo;
@@ -131,6 +131,8 @@ pub struct HFileWriter<W: Write> {
     info: FileInfo,
     scratch: Vec<u8>,
     key_buf: Vec<u8>,
+    /// Whether the next data block is worth a compression attempt.
+    gate: CompressionGate,
     failed: bool,
 }
 
@@ -188,6 +190,7 @@ impl<W: Write> HFileWriter<W> {
             chunks: Vec::new(),
             info,
             scratch: Vec::new(),
+            gate: CompressionGate::default(),
             key_buf: Vec::new(),
             failed: false,
             opts,
@@ -290,7 +293,10 @@ impl<W: Write> HFileWriter<W> {
         ty: BlockType,
         comp: CompressionType,
     ) -> Result<BlockHandle> {
-        let (stored, _) = seal_block(raw, ty, comp, self.offset, &mut self.scratch);
+        let (stored, env) = seal_block(raw, ty, comp, self.offset, &mut self.scratch);
+        if ty == BlockType::Data {
+            self.gate.record(comp, env.compression);
+        }
         let handle = BlockHandle {
             offset: self.offset,
             stored_len: (stored.len() - crate::block::BLOCK_TRAILER_LEN) as u64,
@@ -332,7 +338,8 @@ impl<W: Write> HFileWriter<W> {
 
     fn flush_data_block(&mut self) -> Result<()> {
         let payload = self.data.finish();
-        let handle = self.write_block(&payload, BlockType::Data, self.opts.compression)?;
+        let comp = self.gate.choose(self.opts.compression);
+        let handle = self.write_block(&payload, BlockType::Data, comp)?;
         self.pending = Some(PendingEntry {
             handle,
             min_ts: self.block_min_ts,
